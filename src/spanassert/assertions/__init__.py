@@ -1,0 +1,16 @@
+"""Assertion types, one module per family. Importing this package registers them all."""
+from __future__ import annotations
+
+from . import (  # noqa: F401 - imported for their registrations
+    call_checks,
+    expected,
+    rules,
+    sequence,
+    steps,
+    tool_calls,
+    tool_result,
+    unit,
+)
+from .base import ASSERTION_TYPES, EXPECTED_TYPES, Assertion, BuildContext, Field
+
+__all__ = ["ASSERTION_TYPES", "EXPECTED_TYPES", "Assertion", "BuildContext", "Field"]

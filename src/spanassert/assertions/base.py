@@ -1,0 +1,235 @@
+"""The shape every assertion type shares, and the registries that map ``type:`` names to them.
+
+An assertion type is one class in one module of this package:
+
+- ``type_name``: the YAML ``type:`` value.
+- ``fields``: the keys it accepts (beyond ``type`` and the common keys), each a :class:`Field`
+  with a JSON-Schema fragment. The loader rejects any other key (with a did-you-mean), checks each
+  value against its fragment, and builds ``spanassert schema`` from the same declarations.
+- ``__init__(test_id, index, values, ctx)``: ``values`` holds every declared field (defaults
+  filled in), already type-checked. Semantic problems go to ``ctx.error(...)``; regexes and JSON
+  Schemas compile through ``ctx`` so that bad ones are reported with their position.
+- ``ineffective_reason()``: a sentence when the assertion cannot fail (then it is refused with
+  ``E_ASSERT_INEFFECTIVE`` unless ``--allow-ineffective-assertions``).
+- Live evaluation, per episode: ``new_state()`` then ``on_call_start`` / ``on_call_end`` /
+  ``on_step`` (each may return a :class:`Failure` at the offending call: safety rules fail early),
+  and ``on_close`` for the final :class:`Outcome` (liveness rules decide here). State is O(1) or
+  O(rule size): never re-scan the episode.
+- Unit-test forms (``scope = "unit"``) need no episode: ``evaluate_unit()`` at load.
+
+The engine never special-cases a type: it reads only these attributes and methods.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+from typing import Any, ClassVar, Dict, FrozenSet, Iterable, List, Mapping, Optional, Pattern, Type
+
+from ..model import MISSING, EpisodeView, Failure, Outcome, ToolCall, Verdict
+
+# What an assertion may need from a call or an episode. When a rule needs data the instrumentation
+# did not record, it is inconclusive, never passed.
+NEED_ARGUMENTS = "arguments"
+NEED_RESULT = "result"
+NEED_STATUS = "status"
+NEED_DURATION = "duration"
+NEED_STEPS = "steps"
+NEED_FINAL_OUTPUT = "final_output"
+
+EVIDENCE_NONE = "none"
+EVIDENCE_ARGUMENTS = "arguments"
+EVIDENCE_RESULT = "result"
+EVIDENCE_ALL = "all"
+
+EVIDENCE_MAX_CHARS = 120
+
+
+class Field:
+    """One accepted key of an assertion: its JSON-Schema fragment, whether it is required, its
+    default, and one line of documentation (used by ``spanassert schema`` and the README)."""
+
+    __slots__ = ("schema", "required", "default", "doc")
+
+    def __init__(
+        self,
+        schema: Mapping[str, Any],
+        *,
+        required: bool = False,
+        default: Any = MISSING,
+        doc: str = "",
+    ) -> None:
+        self.schema = dict(schema)
+        self.required = required
+        self.default = default
+        self.doc = doc
+
+
+# Keys every assertion accepts in addition to its own fields.
+COMMON_FIELDS: Dict[str, Field] = {
+    "id": Field({"type": "string", "minLength": 1}, doc="A name for this assertion in reports."),
+    "evidence": Field(
+        {"enum": [EVIDENCE_NONE, EVIDENCE_ARGUMENTS, EVIDENCE_RESULT, EVIDENCE_ALL]},
+        default=EVIDENCE_NONE,
+        doc="Which recorded values may appear (truncated) in violation messages. Default: none.",
+    ),
+}
+
+
+class BuildContext:
+    """What the loader gives an assertion while it is built. The loader subclasses this and turns
+    ``error``/``warn`` into positioned diagnostics; this base is enough for tests."""
+
+    def __init__(self, *, evidence_key: Optional[bytes] = None, base_dir: Optional[str] = None) -> None:
+        self.errors: List[Any] = []
+        self.warnings: List[Any] = []
+        self.evidence_key = evidence_key
+        self.base_dir = base_dir
+        self.settings: Dict[str, Any] = {}
+
+    def error(self, code: str, message: str, *, field: Optional[str] = None, hint: Optional[str] = None) -> None:
+        self.errors.append((code, message, field, hint))
+
+    def warn(self, code: str, message: str, *, field: Optional[str] = None, hint: Optional[str] = None) -> None:
+        self.warnings.append((code, message, field, hint))
+
+    def compile_regex(self, pattern: str, *, field: str, flags: int = 0) -> Optional[Pattern[str]]:
+        try:
+            return re.compile(pattern, flags)
+        except (re.error, TypeError) as exc:
+            self.error("E_CFG_REGEX", f"invalid regex {pattern!r}: {exc}", field=field)
+            return None
+
+    def compile_schema(self, schema: Any, *, field: str) -> Optional[Any]:
+        """Returns a jsonschema validator, or None (after reporting) when the schema is invalid."""
+        import jsonschema
+
+        try:
+            cls = jsonschema.validators.validator_for(schema)
+            cls.check_schema(schema)
+            return cls(schema, format_checker=cls.FORMAT_CHECKER)
+        except jsonschema.exceptions.SchemaError as exc:
+            self.error("E_CFG_SCHEMA", f"invalid JSON Schema: {exc.message}", field=field)
+            return None
+        except Exception as exc:  # noqa: BLE001 - any bad schema is a config error, never a crash
+            self.error("E_CFG_SCHEMA", f"invalid JSON Schema: {exc}", field=field)
+            return None
+
+
+class Assertion:
+    """Base class of every assertion type (see the module docstring)."""
+
+    type_name: ClassVar[str] = ""
+    fields: ClassVar[Dict[str, Field]] = {}
+    # "trace": evaluated over episodes; "unit": evaluated once at load from supplied test data.
+    scope: ClassVar[str] = "trace"
+    # True for liveness rules, decided when the episode closes (must_call, sequences, ...).
+    decides_on_close: ClassVar[bool] = False
+    doc: ClassVar[str] = ""
+
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        self.test_id = test_id
+        self.index = index
+        self.name: Optional[str] = values.get("id")
+        self.evidence: str = values.get("evidence") or EVIDENCE_NONE
+        self._evidence_key = ctx.evidence_key
+        # Which calls this assertion reacts to: a set of tool names, or None for every call.
+        self.tools: Optional[FrozenSet[str]] = None
+        # What it needs recorded; the engine decodes nothing a rule does not need.
+        self.needs: FrozenSet[str] = frozenset()
+        # Whether it reacts to model steps (trace_max_steps).
+        self.wants_steps = False
+
+    # -- evaluation (override what applies) ----------------------------------------------------
+    def ineffective_reason(self) -> Optional[str]:
+        return None
+
+    def new_state(self) -> Any:
+        return None
+
+    def on_call_start(self, state: Any, call: ToolCall) -> Optional[Failure]:
+        return None
+
+    def on_call_end(self, state: Any, call: ToolCall) -> Optional[Failure]:
+        return None
+
+    def on_step(self, state: Any, episode: EpisodeView) -> Optional[Failure]:
+        return None
+
+    def on_close(self, state: Any, episode: EpisodeView) -> Outcome:
+        return Outcome.passed()
+
+    def evaluate_unit(self) -> Outcome:
+        """Unit-test forms: PASSED when the supplied data met ``expect``, FAILED otherwise."""
+        raise NotImplementedError
+
+    # -- helpers for messages ------------------------------------------------------------------
+    @property
+    def label(self) -> str:
+        return self.name or f"{self.test_id}#{self.index}"
+
+    def show(self, value: Any, kind: str = EVIDENCE_ARGUMENTS) -> str:
+        """Render a recorded value for a message: the value itself (truncated) only when this rule
+        opted in to that evidence; otherwise a keyed hash when a key is configured, else
+        ``<redacted>``."""
+        allowed = self.evidence == EVIDENCE_ALL or self.evidence == kind
+        if allowed:
+            text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+            text = repr(text) if isinstance(value, str) else text
+            if len(text) > EVIDENCE_MAX_CHARS:
+                text = text[: EVIDENCE_MAX_CHARS - 1] + "…"
+            return text
+        if self._evidence_key:
+            raw = json.dumps(value, sort_keys=True, default=str).encode("utf-8", "replace")
+            return "hmac:" + hmac.new(self._evidence_key, raw, hashlib.sha256).hexdigest()[:16]
+        return "<redacted>"
+
+
+# -- registries ---------------------------------------------------------------------------------
+# `assertions:` entries and `expected:` blocks are two surfaces; some names exist on both with
+# different fields (e.g. `sequence_valid`), so each surface has its own registry.
+ASSERTION_TYPES: Dict[str, Type[Assertion]] = {}
+EXPECTED_TYPES: Dict[str, Type[Assertion]] = {}
+
+
+def register(cls: Type[Assertion]) -> Type[Assertion]:
+    ASSERTION_TYPES[cls.type_name] = cls
+    return cls
+
+
+def register_expected(cls: Type[Assertion]) -> Type[Assertion]:
+    EXPECTED_TYPES[cls.type_name] = cls
+    return cls
+
+
+def failures_of(items: Iterable[Optional[Failure]]) -> List[Failure]:
+    return [f for f in items if f is not None]
+
+
+__all__ = [
+    "Assertion",
+    "BuildContext",
+    "Field",
+    "COMMON_FIELDS",
+    "ASSERTION_TYPES",
+    "EXPECTED_TYPES",
+    "register",
+    "register_expected",
+    "NEED_ARGUMENTS",
+    "NEED_RESULT",
+    "NEED_STATUS",
+    "NEED_DURATION",
+    "NEED_STEPS",
+    "NEED_FINAL_OUTPUT",
+    "EVIDENCE_NONE",
+    "EVIDENCE_ARGUMENTS",
+    "EVIDENCE_RESULT",
+    "EVIDENCE_ALL",
+    "Outcome",
+    "Failure",
+    "ToolCall",
+    "EpisodeView",
+    "Verdict",
+    "MISSING",
+]

@@ -1,0 +1,123 @@
+"""Call selectors: a bare tool name, or ``{tool, args_match: {argument: regex}}``.
+
+Semantics (Assay's ``CallSelector``): ``args_match`` is an AND over the named arguments, each regex
+searched (unanchored) in the argument's value. A missing argument, non-object arguments, or a value
+that cannot be read count as *no match*. Non-string values are matched against their JSON rendering.
+Text longer than the configured bound is cut before matching, so a crafted argument cannot make a
+rule regex slow without bound.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Mapping, Optional, Pattern
+
+from ..model import CONTENT_MISSING, CONTENT_OK, ToolCall
+from .base import BuildContext
+
+# Matching is bounded: at most this many characters of an argument are searched.
+MAX_MATCH_CHARS = 100_000
+
+SELECTOR_SCHEMA: Dict[str, Any] = {
+    "oneOf": [
+        {"type": "string", "minLength": 1},
+        {
+            "type": "object",
+            "properties": {
+                "tool": {"type": "string", "minLength": 1},
+                "args_match": {"type": "object", "additionalProperties": {"type": "string"}},
+            },
+            "required": ["tool"],
+            "additionalProperties": False,
+        },
+    ]
+}
+
+ARGS_MATCH_SCHEMA: Dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": {"type": "string"},
+    "minProperties": 1,
+}
+
+
+def render_arg(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return text[:MAX_MATCH_CHARS]
+
+
+class ArgsMatch:
+    """An AND of ``argument -> regex`` conditions over a call's arguments."""
+
+    __slots__ = ("patterns",)
+
+    def __init__(self, patterns: Mapping[str, Pattern[str]]) -> None:
+        self.patterns = dict(patterns)
+
+    @classmethod
+    def build(cls, spec: Optional[Mapping[str, str]], ctx: BuildContext, field: str) -> Optional["ArgsMatch"]:
+        if not spec:
+            return None
+        compiled: Dict[str, Pattern[str]] = {}
+        for arg, pattern in spec.items():
+            rx = ctx.compile_regex(pattern, field=f"{field}.{arg}")
+            if rx is not None:
+                compiled[arg] = rx
+        return cls(compiled)
+
+    def needs_arguments(self) -> bool:
+        return True
+
+    def decidable(self, call: ToolCall) -> bool:
+        """False when the arguments were not recorded (the match cannot be decided)."""
+        return call.arguments_state != CONTENT_MISSING
+
+    def matches(self, call: ToolCall) -> bool:
+        if call.arguments_state != CONTENT_OK:
+            return False
+        args = call.arguments
+        if not isinstance(args, dict):
+            return False
+        for arg, rx in self.patterns.items():
+            if arg not in args:
+                return False
+            if rx.search(render_arg(args[arg])) is None:
+                return False
+        return True
+
+    def describe(self) -> str:
+        return ", ".join(f"{k} =~ /{v.pattern}/" for k, v in self.patterns.items())
+
+
+class CallSelector:
+    """Selects calls by exact tool name, optionally narrowed by ``args_match``."""
+
+    __slots__ = ("tool", "args_match")
+
+    def __init__(self, tool: str, args_match: Optional[ArgsMatch] = None) -> None:
+        self.tool = tool
+        self.args_match = args_match
+
+    @classmethod
+    def build(cls, spec: Any, ctx: BuildContext, field: str, aliases: Optional[Mapping[str, str]] = None) -> "CallSelector":
+        if isinstance(spec, str):
+            return cls((aliases or {}).get(spec, spec))
+        tool = spec.get("tool", "")
+        return cls((aliases or {}).get(tool, tool), ArgsMatch.build(spec.get("args_match"), ctx, f"{field}.args_match"))
+
+    def name_matches(self, call: ToolCall) -> bool:
+        return call.name == self.tool
+
+    def matches(self, call: ToolCall) -> bool:
+        if call.name != self.tool:
+            return False
+        return self.args_match is None or self.args_match.matches(call)
+
+    def decidable(self, call: ToolCall) -> bool:
+        """Whether ``matches`` can be trusted for this call (False: its arguments were not recorded)."""
+        if call.name != self.tool or self.args_match is None:
+            return True
+        return self.args_match.decidable(call)
+
+    def __str__(self) -> str:
+        if self.args_match is None:
+            return self.tool
+        return f"{self.tool}({self.args_match.describe()})"

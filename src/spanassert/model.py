@@ -1,0 +1,515 @@
+"""Domain records shared by every part of spanassert.
+
+Nothing here knows the OpenTelemetry SDK. The live processor, the OTLP file readers and the OTLP
+receiver all turn spans into these records (through :mod:`spanassert.mapping`) and feed them to one
+engine, which is what makes their verdicts identical.
+"""
+from __future__ import annotations
+
+import enum
+import json
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+
+class _Missing:
+    """The value of data the instrumentation did not record (distinct from a recorded ``null``)."""
+
+    __slots__ = ()
+    _instance: Optional["_Missing"] = None
+
+    def __new__(cls) -> "_Missing":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __reduce__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+class Verdict(str, enum.Enum):
+    """The four ends of an assertion. Only ``PASSED`` is a pass."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    INCONCLUSIVE = "inconclusive"
+    NOT_APPLICABLE = "not_applicable"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Worst first: a test's verdict is the worst verdict of its assertions.
+VERDICT_RANK = {
+    Verdict.FAILED: 3,
+    Verdict.INCONCLUSIVE: 2,
+    Verdict.PASSED: 1,
+    Verdict.NOT_APPLICABLE: 0,
+}
+
+
+def worst(verdicts: "List[Verdict]") -> Verdict:
+    if not verdicts:
+        return Verdict.NOT_APPLICABLE
+    return max(verdicts, key=VERDICT_RANK.__getitem__)
+
+
+class Severity(str, enum.Enum):
+    CRITICAL = "critical"
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class CloseReason(str, enum.Enum):
+    """Why an episode closed. Only ROOT_ENDED (trace episodes) and IDLE (attribute-keyed episodes)
+    let liveness rules be decided; the others make them inconclusive."""
+
+    ROOT_ENDED = "root_ended"
+    IDLE = "idle_timeout"
+    FLUSH = "force_flush"
+    SHUTDOWN = "shutdown"
+    EVICTED = "evicted"
+    END_OF_INPUT = "end_of_input"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Content states of a call's arguments / result.
+CONTENT_OK = "ok"
+CONTENT_MISSING = "missing"  # not recorded (instrumentation did not capture content)
+CONTENT_UNPARSABLE = "unparsable"  # recorded, looked like JSON, did not parse (e.g. truncated)
+
+STATUS_UNSET = "unset"
+STATUS_OK = "ok"
+STATUS_ERROR = "error"
+
+
+def decode_content(raw: Any) -> Tuple[Any, str]:
+    """Turn a recorded arguments/result attribute into (value, state).
+
+    - absent -> (MISSING, "missing")
+    - a structured value (dict/list/number/bool) -> itself
+    - a string holding JSON -> the parsed value
+    - a string that looks like a JSON object/array but does not parse -> (raw, "unparsable")
+    - any other string -> the string itself (a bare, non-JSON argument is still an argument)
+    """
+    if raw is None or raw is MISSING:
+        return MISSING, CONTENT_MISSING
+    if isinstance(raw, (bytes, bytearray)):
+        try:
+            raw = bytes(raw).decode("utf-8")
+        except UnicodeDecodeError:
+            return MISSING, CONTENT_UNPARSABLE
+    if isinstance(raw, str):
+        s = raw.strip()
+        if not s:
+            return raw, CONTENT_OK
+        if s[0] in "{[\"" or s in ("null", "true", "false") or s[0] in "-0123456789":
+            try:
+                return json.loads(s), CONTENT_OK
+            except (ValueError, RecursionError):
+                if s[0] in "{[":
+                    return raw, CONTENT_UNPARSABLE
+                return raw, CONTENT_OK
+        return raw, CONTENT_OK
+    if isinstance(raw, tuple):
+        return list(raw), CONTENT_OK
+    return raw, CONTENT_OK
+
+
+class ToolCall:
+    """One tool invocation in an episode.
+
+    Its *position* (``index``, ``start_ns``, ``name``, ``agent``) is known when the span starts; its
+    *content* (arguments, result, status, duration) when it ends (``ended`` is then True). Arguments
+    and results are decoded lazily, the first time a rule asks for them.
+    """
+
+    __slots__ = (
+        "name",
+        "call_id",
+        "trace_id",
+        "span_id",
+        "parent_span_id",
+        "start_ns",
+        "end_ns",
+        "index",
+        "agent",
+        "status",
+        "error_type",
+        "ended",
+        "_args_raw",
+        "_args",
+        "_args_state",
+        "_result_raw",
+        "_result",
+        "_result_state",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        span_id: str = "",
+        trace_id: str = "",
+        parent_span_id: Optional[str] = None,
+        start_ns: int = 0,
+        index: int = 0,
+        agent: Optional[str] = None,
+        call_id: Optional[str] = None,
+        arguments_raw: Any = None,
+    ) -> None:
+        self.name = name
+        self.call_id = call_id
+        self.trace_id = trace_id
+        self.span_id = span_id
+        self.parent_span_id = parent_span_id
+        self.start_ns = start_ns
+        self.end_ns: Optional[int] = None
+        self.index = index
+        self.agent = agent
+        self.status = STATUS_UNSET
+        self.error_type: Optional[str] = None
+        self.ended = False
+        self._args_raw = arguments_raw
+        self._args: Any = None
+        self._args_state: Optional[str] = None
+        self._result_raw: Any = None
+        self._result: Any = None
+        self._result_state: Optional[str] = None
+
+    def finish(
+        self,
+        *,
+        end_ns: int,
+        status: str = STATUS_UNSET,
+        error_type: Optional[str] = None,
+        arguments_raw: Any = None,
+        result_raw: Any = None,
+    ) -> None:
+        """Record the content known at span end. Arguments seen at start are kept unless the end
+        carries them too."""
+        self.end_ns = end_ns
+        self.status = status
+        self.error_type = error_type
+        if arguments_raw is not None:
+            self._args_raw = arguments_raw
+            self._args_state = None
+        self._result_raw = result_raw
+        self._result_state = None
+        self.ended = True
+
+    # -- content, decoded on demand -------------------------------------------------------------
+    @property
+    def arguments(self) -> Any:
+        """Parsed arguments, or MISSING when not recorded (or not decodable)."""
+        if self._args_state is None:
+            self._args, self._args_state = decode_content(self._args_raw)
+        return self._args if self._args_state == CONTENT_OK else MISSING
+
+    @property
+    def arguments_state(self) -> str:
+        if self._args_state is None:
+            self._args, self._args_state = decode_content(self._args_raw)
+        return self._args_state
+
+    @property
+    def result(self) -> Any:
+        if self._result_state is None:
+            self._result, self._result_state = decode_content(self._result_raw)
+        return self._result if self._result_state == CONTENT_OK else MISSING
+
+    @property
+    def result_state(self) -> str:
+        if self._result_state is None:
+            self._result, self._result_state = decode_content(self._result_raw)
+        return self._result_state
+
+    @property
+    def result_text(self) -> Optional[str]:
+        """The result as recorded, as text (for `body contains` style checks); None if absent."""
+        raw = self._result_raw
+        if raw is None:
+            return None
+        if isinstance(raw, str):
+            return raw
+        if isinstance(raw, (bytes, bytearray)):
+            return bytes(raw).decode("utf-8", "replace")
+        return json.dumps(raw, sort_keys=True, default=str)
+
+    @property
+    def duration_s(self) -> Optional[float]:
+        if self.end_ns is None:
+            return None
+        return (self.end_ns - self.start_ns) / 1e9
+
+    def __repr__(self) -> str:
+        return f"ToolCall({self.name!r}, index={self.index}, span_id={self.span_id!r})"
+
+
+class Failure:
+    """What an assertion reports at the offending call (or at close).
+
+    ``message`` names the observed value and the bound, e.g. "`delete_database` called at call #4".
+    It must not contain argument or result values unless the rule opted in to evidence (see
+    :meth:`spanassert.assertions.base.Assertion.show`).
+    """
+
+    __slots__ = ("message", "span_id", "call_index", "tool")
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        span_id: Optional[str] = None,
+        call_index: Optional[int] = None,
+        tool: Optional[str] = None,
+    ) -> None:
+        self.message = message
+        self.span_id = span_id
+        self.call_index = call_index
+        self.tool = tool
+
+    @classmethod
+    def at(cls, call: ToolCall, message: str) -> "Failure":
+        return cls(message, span_id=call.span_id, call_index=call.index, tool=call.name)
+
+    def __repr__(self) -> str:
+        return f"Failure({self.message!r}, span_id={self.span_id!r})"
+
+
+class Outcome:
+    """The final word of one assertion on one episode."""
+
+    __slots__ = ("verdict", "message", "span_id")
+
+    def __init__(self, verdict: Verdict, message: str = "", span_id: Optional[str] = None) -> None:
+        self.verdict = verdict
+        self.message = message
+        self.span_id = span_id
+
+    @classmethod
+    def passed(cls, message: str = "") -> "Outcome":
+        return cls(Verdict.PASSED, message)
+
+    @classmethod
+    def failed(cls, message: str, span_id: Optional[str] = None) -> "Outcome":
+        return cls(Verdict.FAILED, message, span_id)
+
+    @classmethod
+    def inconclusive(cls, message: str) -> "Outcome":
+        return cls(Verdict.INCONCLUSIVE, message)
+
+    @classmethod
+    def not_applicable(cls, message: str = "") -> "Outcome":
+        return cls(Verdict.NOT_APPLICABLE, message)
+
+    def __repr__(self) -> str:
+        return f"Outcome({self.verdict.value}, {self.message!r})"
+
+
+class EpisodeView:
+    """What an assertion may read about its episode when it decides at close.
+
+    Assertions keep their own O(1)/O(rule size) state; they must not expect the engine to keep every
+    call. ``calls`` holds at most ``max_calls_per_episode`` calls and only when some rule asked the
+    engine to keep them (``Assertion.keeps_calls``); ``calls_dropped`` says how many were not kept.
+    """
+
+    __slots__ = (
+        "key",
+        "trace_id",
+        "root_span_id",
+        "root_name",
+        "agent",
+        "close_reason",
+        "decidable",
+        "call_count",
+        "step_count",
+        "unreadable_calls",
+        "final_output",
+        "final_output_state",
+        "service",
+        "calls_dropped",
+    )
+
+    def __init__(self) -> None:
+        self.key: str = ""
+        self.trace_id: Optional[str] = None
+        self.root_span_id: Optional[str] = None
+        self.root_name: Optional[str] = None
+        self.agent: Optional[str] = None
+        self.close_reason: Optional[CloseReason] = None
+        # True when the episode closed normally (root ended / idle for attribute episodes), so
+        # liveness rules can be decided; False makes them inconclusive.
+        self.decidable = False
+        self.call_count = 0
+        self.step_count = 0
+        self.unreadable_calls = 0
+        self.final_output: Optional[str] = None
+        self.final_output_state: str = CONTENT_MISSING
+        self.service: Optional[str] = None
+        self.calls_dropped = 0
+
+
+class Diagnostic:
+    """One problem found in a rules file (or an input file). Errors are data: code, position, fix."""
+
+    __slots__ = ("code", "severity", "message", "file", "line", "column", "path", "hint")
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        severity: str = "error",
+        file: Optional[str] = None,
+        line: Optional[int] = None,
+        column: Optional[int] = None,
+        path: str = "",
+        hint: Optional[str] = None,
+    ) -> None:
+        self.code = code
+        self.severity = severity
+        self.message = message
+        self.file = file
+        self.line = line
+        self.column = column
+        self.path = path
+        self.hint = hint
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "message": self.message,
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+            "path": self.path,
+            "hint": self.hint,
+        }
+
+    def format(self) -> str:
+        where = self.file or "<config>"
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        text = f"{where}: {self.severity} [{self.code}] {self.message}"
+        if self.path:
+            text += f" (at {self.path})"
+        if self.hint:
+            text += f"\n    fix: {self.hint}"
+        return text
+
+    def __repr__(self) -> str:
+        return f"Diagnostic({self.code}, {self.message!r}, line={self.line})"
+
+
+class ConfigError(Exception):
+    """A rules file that cannot be used. ``diagnostics`` lists every problem found, not just the first."""
+
+    def __init__(self, diagnostics: "List[Diagnostic]") -> None:
+        self.diagnostics = list(diagnostics)
+        errors = [d for d in self.diagnostics if d.severity == "error"] or self.diagnostics
+        head = errors[0].format() if errors else "invalid configuration"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        super().__init__(head + more)
+
+
+def attr_str(attributes: Mapping[str, Any], key: str) -> Optional[str]:
+    v = attributes.get(key)
+    if v is None:
+        return None
+    return v if isinstance(v, str) else str(v)
+
+
+class SpanEvent:
+    """A span event as files and the receiver deliver it (same duck type as the SDK's ``Event``)."""
+
+    __slots__ = ("name", "timestamp", "attributes")
+
+    def __init__(self, name: str, timestamp: int = 0, attributes: Optional[Mapping[str, Any]] = None) -> None:
+        self.name = name
+        self.timestamp = timestamp
+        self.attributes: Mapping[str, Any] = attributes or {}
+
+    def __repr__(self) -> str:
+        return f"SpanEvent({self.name!r})"
+
+
+class SpanRecord:
+    """A finished span decoded from OTLP (a file line, a protobuf message, a receiver request).
+
+    Ids are lowercase hex (trace 32 chars, span 16); ``parent_span_id`` is None for a root.
+    ``kind`` and ``status_code`` use OTLP numbering (kind 1=INTERNAL … 5=CONSUMER; status 0 UNSET,
+    1 OK, 2 ERROR). Attribute values are decoded AnyValues: str, bool, int, float, bytes, list
+    (arrayValue) or dict (kvlistValue). ``source`` says where it came from ("file.jsonl:12").
+    """
+
+    __slots__ = (
+        "trace_id",
+        "span_id",
+        "parent_span_id",
+        "name",
+        "kind",
+        "start_ns",
+        "end_ns",
+        "attributes",
+        "status_code",
+        "status_message",
+        "events",
+        "resource",
+        "scope",
+        "source",
+    )
+
+    def __init__(
+        self,
+        *,
+        trace_id: str,
+        span_id: str,
+        parent_span_id: Optional[str] = None,
+        name: str = "",
+        kind: int = 1,
+        start_ns: int = 0,
+        end_ns: int = 0,
+        attributes: Optional[Dict[str, Any]] = None,
+        status_code: int = 0,
+        status_message: str = "",
+        events: Optional[List[SpanEvent]] = None,
+        resource: Optional[Dict[str, Any]] = None,
+        scope: str = "",
+        source: Optional[str] = None,
+    ) -> None:
+        self.trace_id = trace_id
+        self.span_id = span_id
+        self.parent_span_id = parent_span_id or None
+        self.name = name
+        self.kind = kind
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.attributes = attributes if attributes is not None else {}
+        self.status_code = status_code
+        self.status_message = status_message
+        self.events = events or []
+        self.resource = resource if resource is not None else {}
+        self.scope = scope
+        self.source = source
+
+    def __repr__(self) -> str:
+        return f"SpanRecord({self.name!r}, trace={self.trace_id[:8]}…, span={self.span_id})"
