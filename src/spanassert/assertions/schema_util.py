@@ -1,0 +1,86 @@
+"""JSON Schema helpers shared by the argument and output checks.
+
+``schema_is_vacuous`` answers Assay's question "does this schema constrain anything?": a schema that
+accepts every instance makes a check that cannot fail, which is refused at load.
+"""
+from __future__ import annotations
+
+from typing import Any, List
+
+# Keywords that describe but never reject.
+_ANNOTATIONS = frozenset(
+    {
+        "$schema", "$id", "id", "$comment", "$anchor", "$dynamicAnchor", "$vocabulary",
+        "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
+        "definitions", "$defs", "contentMediaType", "contentEncoding", "contentSchema",
+    }
+)
+# Keywords whose value is a subschema (or a map/list of subschemas) that only constrains when the
+# subschema itself constrains something.
+_SUBSCHEMA_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas"})
+_SUBSCHEMA_SINGLE = frozenset({"additionalProperties", "items", "additionalItems", "unevaluatedProperties",
+                               "unevaluatedItems", "propertyNames", "contains", "then", "else"})
+_SUBSCHEMA_ALL = frozenset({"allOf"})
+_SUBSCHEMA_ANY = frozenset({"anyOf", "oneOf", "prefixItems"})
+
+
+def schema_is_vacuous(schema: Any) -> bool:
+    """True when ``schema`` accepts every JSON instance (so a check against it cannot fail)."""
+    if schema is True:
+        return True
+    if schema is False:
+        return False
+    if not isinstance(schema, dict):
+        return False
+    for key, value in schema.items():
+        if key in _ANNOTATIONS:
+            continue
+        if key in _SUBSCHEMA_MAPS:
+            if isinstance(value, dict) and all(schema_is_vacuous(v) for v in value.values()):
+                continue
+            return False
+        if key in _SUBSCHEMA_SINGLE:
+            if isinstance(value, list):
+                if all(schema_is_vacuous(v) for v in value):
+                    continue
+                return False
+            if schema_is_vacuous(value):
+                continue
+            return False
+        if key in _SUBSCHEMA_ALL:
+            if isinstance(value, list) and all(schema_is_vacuous(v) for v in value):
+                continue
+            return False
+        if key in _SUBSCHEMA_ANY:
+            if isinstance(value, list) and any(schema_is_vacuous(v) for v in value) and key != "prefixItems":
+                continue
+            if key == "prefixItems" and isinstance(value, list) and all(schema_is_vacuous(v) for v in value):
+                continue
+            return False
+        if key == "if":
+            continue  # `if` alone never rejects; `then`/`else` are judged on their own
+        if key == "required" and value == []:
+            continue
+        if key == "type" and isinstance(value, list) and set(value) >= {
+            "object", "array", "string", "number", "boolean", "null"
+        }:
+            continue
+        if key == "not" and value is False:
+            continue
+        # Any other keyword (type, enum, const, minimum, required, pattern, format, not, ...)
+        # can reject some instance.
+        return False
+    return True
+
+
+def validation_messages(validator: Any, instance: Any, limit: int = 5) -> List[str]:
+    """Human messages for the errors of ``instance`` (at most ``limit``), each naming the path and
+    the bound but not the value (values are evidence, shown only when a rule opts in)."""
+    out: List[str] = []
+    for err in sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path)):
+        where = "/".join(str(p) for p in err.absolute_path) or "(root)"
+        bound = err.schema.get(err.validator) if isinstance(err.schema, dict) else None
+        out.append(f"{where}: violates `{err.validator}`" + (f" {bound!r}" if bound is not None and not isinstance(bound, (dict, list)) else ""))
+        if len(out) >= limit:
+            break
+    return out
