@@ -1,1 +1,43 @@
-"""spanassert."""
+"""spanassert: assertions about AI-agent tool calls, checked from OpenTelemetry spans — live in the
+agent process, offline over exported OTLP files, and behind an OpenTelemetry Collector, with the
+same verdicts in all three.
+
+The public surface is small: :func:`load_config`, :class:`AssertionSpanProcessor`, :func:`replay`,
+:class:`Trace` and :func:`check`, plus the records they return.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "load_config": ("spanassert.config", "load_config"),
+    "ConfigError": ("spanassert.model", "ConfigError"),
+    "Diagnostic": ("spanassert.model", "Diagnostic"),
+    "Verdict": ("spanassert.model", "Verdict"),
+    "ToolCall": ("spanassert.model", "ToolCall"),
+    "AssertionSpanProcessor": ("spanassert.processor", "AssertionSpanProcessor"),
+    "Violation": ("spanassert.results", "Violation"),
+    "EpisodeResult": ("spanassert.results", "EpisodeResult"),
+    "AssertionResult": ("spanassert.results", "AssertionResult"),
+    "Engine": ("spanassert.engine", "Engine"),
+    "replay": ("spanassert.replay", "replay"),
+    "Report": ("spanassert.replay", "Report"),
+    "Trace": ("spanassert.trace", "Trace"),
+    "check": ("spanassert.trace", "check"),
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: `import spanassert` stays cheap, and the SDK loads only when needed.
+    target = _EXPORTS.get(name)
+    if target is None:
+        raise AttributeError(f"module 'spanassert' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(target[0]), target[1])
+    globals()[name] = value
+    return value

@@ -1,0 +1,163 @@
+"""From finished spans back to the live order of events — shared by replay and serve.
+
+A file or an OTLP request delivers spans after they ended, in any order. To give the verdicts the
+live processor gives, a trace's spans are turned back into the sequence of span starts and span
+ends the processor saw (ordered by time; a call's position is its start, ties broken by span id)
+and fed to the same :class:`~spanassert.engine.Engine`.
+
+:class:`TraceBuffer` holds the spans of traces still arriving, bounded in memory: a trace is
+released when its local root has arrived and enough later input has been seen (``settle_spans``
+spans read since, for files; ``settle_seconds``, for the receiver), when the buffer is over its
+bound (oldest first), or at the end of input.
+"""
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
+
+from .engine import Engine, SpanOutcome
+from .model import SpanRecord
+
+
+def _depths(records: List[SpanRecord]) -> Dict[str, int]:
+    by_id = {r.span_id: r for r in records}
+    depth: Dict[str, int] = {}
+    for r in records:
+        chain = []
+        cur: Optional[SpanRecord] = r
+        while cur is not None and cur.span_id not in depth and len(chain) < 10_000:
+            chain.append(cur)
+            cur = by_id.get(cur.parent_span_id) if cur.parent_span_id else None
+            if cur is not None and cur in chain:
+                break  # a parent cycle in hostile input: stop climbing
+        base = depth.get(cur.span_id, -1) if cur is not None else -1
+        for i, s in enumerate(reversed(chain)):
+            depth[s.span_id] = base + 1 + i
+    return depth
+
+
+def _service(r: SpanRecord) -> Optional[str]:
+    v = r.resource.get("service.name") if r.resource else None
+    return v if isinstance(v, str) else None
+
+
+def live_order(records: List[SpanRecord]) -> List[Tuple[int, SpanRecord, bool]]:
+    """The (phase, span, is_local_root) sequence the live processor would have seen: phase 0 is a
+    start, 1 an end. Starts before ends at the same instant; parents start before children and end
+    after them; remaining ties by span id."""
+    by_id = {r.span_id: r for r in records}
+    depth = _depths(records)
+    events: List[Tuple[int, int, int, str, SpanRecord]] = []
+    for r in records:
+        d = depth.get(r.span_id, 0)
+        end = r.end_ns if r.end_ns >= r.start_ns else r.start_ns
+        events.append((r.start_ns, 0, d, r.span_id, r))
+        events.append((end, 1, -d, r.span_id, r))
+    events.sort(key=lambda e: (e[0], e[1], e[2], e[3]))
+    out: List[Tuple[int, SpanRecord, bool]] = []
+    for _, phase, _, _, r in events:
+        parent = by_id.get(r.parent_span_id) if r.parent_span_id else None
+        # A span is a local root when its parent is not in this process: absent, or another service.
+        local_root = parent is None or _service(parent) != _service(r)
+        out.append((phase, r, local_root))
+    return out
+
+
+def feed_trace(engine: Engine, records: List[SpanRecord],
+               on_outcome: Optional[Callable[[SpanRecord, SpanOutcome], None]] = None) -> None:
+    """Feed one trace's spans to ``engine`` in live order (ticking idle timeouts on span time)."""
+    for phase, r, local_root in live_order(records):
+        if phase == 0:
+            engine.tick(r.start_ns)
+            engine.start_span(r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes, r.start_ns, r.resource)
+        else:
+            engine.tick(r.end_ns)
+            out = engine.end_span(
+                r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes, r.start_ns, r.end_ns,
+                r.status_code, r.events, is_local_root=local_root, resource=r.resource,
+            )
+            if out is not None and on_outcome is not None:
+                on_outcome(r, out)
+
+
+class _Pending:
+    __slots__ = ("records", "root_seen_at", "last_seen_at", "first_seen_at")
+
+    def __init__(self, now: float) -> None:
+        self.records: List[SpanRecord] = []
+        self.root_seen_at: Optional[float] = None
+        self.first_seen_at = now
+        self.last_seen_at = now
+
+
+class TraceBuffer:
+    """Spans of traces still arriving, released whole when they look complete (see module doc).
+
+    ``clock`` counts spans read (files) or seconds (receiver); ``settle`` and ``idle`` are in the
+    same unit. A trace is released once nothing new arrived for it for ``settle`` after its local
+    root came, or for ``idle`` if its root never came (default: ``settle``). Traces are kept in
+    order of last activity, so finding the due ones never scans the whole buffer.
+    """
+
+    def __init__(self, *, settle: float, idle: Optional[float] = None, max_traces: int = 100_000,
+                 max_spans_per_trace: int = 100_000) -> None:
+        self.settle = settle
+        self.idle = settle if idle is None else max(idle, settle)
+        self.max_traces = max(1, max_traces)
+        self.max_spans = max(1, max_spans_per_trace)
+        self.pending: "OrderedDict[str, _Pending]" = OrderedDict()
+        self.clock = 0.0
+        self.overflowed = 0
+
+    def add(self, r: SpanRecord, now: Optional[float] = None) -> List[List[SpanRecord]]:
+        """Add one span; returns the traces that are now due (oldest activity first)."""
+        self.clock = now if now is not None else self.clock + 1
+        p = self.pending.get(r.trace_id)
+        if p is None:
+            p = self.pending[r.trace_id] = _Pending(self.clock)
+        else:
+            self.pending.move_to_end(r.trace_id)
+        p.last_seen_at = self.clock
+        if len(p.records) < self.max_spans:
+            p.records.append(r)
+        else:
+            self.overflowed += 1
+        if r.parent_span_id is None:
+            p.root_seen_at = self.clock
+        ready: List[List[SpanRecord]] = []
+        while len(self.pending) > self.max_traces:
+            _, oldest = self.pending.popitem(last=False)
+            ready.append(oldest.records)
+        return ready + self.due()
+
+    def due(self, now: Optional[float] = None) -> List[List[SpanRecord]]:
+        if now is not None:
+            self.clock = now
+        out: List[List[SpanRecord]] = []
+        for tid in list(self.pending):
+            p = self.pending[tid]
+            quiet = self.clock - p.last_seen_at
+            if quiet < self.settle:
+                break  # everything after this one is more recent
+            if p.root_seen_at is not None or quiet >= self.idle:
+                del self.pending[tid]
+                out.append(p.records)
+        return out
+
+    def drain(self) -> List[List[SpanRecord]]:
+        """Everything still held, oldest first (end of input, shutdown)."""
+        out = [p.records for p in self.pending.values()]
+        self.pending.clear()
+        return out
+
+
+def group_by_trace(records: Iterable[SpanRecord]) -> "OrderedDict[str, List[SpanRecord]]":
+    groups: "OrderedDict[str, List[SpanRecord]]" = OrderedDict()
+    for r in records:
+        groups.setdefault(r.trace_id, []).append(r)
+    return groups
+
+
+def monotonic() -> float:
+    return time.monotonic()

@@ -1,0 +1,211 @@
+"""Violations out: span events, metrics and log records — one definition used by every front door.
+
+The processor's own telemetry is declared here and only here (README lists the same table):
+
+| instrument | kind | unit | attributes |
+|---|---|---|---|
+| `spanassert.violations` | counter | `{violation}` | test id, assertion type, tool, severity |
+| `spanassert.shadow_violations` | counter | `{violation}` | same (rules in `mode: shadow`: counted, never alerted) |
+| `spanassert.episodes` | counter | `{episode}` | verdict, close reason |
+| `spanassert.assertion.results` | counter | `{result}` | test id, assertion type, verdict |
+| `spanassert.episodes.open` | up-down counter | `{episode}` | — |
+| `spanassert.spans.unreadable` | counter | `{span}` | reason, tool |
+| `spanassert.spans.late` | counter | `{span}` | — |
+| `spanassert.overflows` | counter | `{event}` | kind |
+| `spanassert.internal_errors` | counter | `{error}` | kind |
+| `spanassert.evaluation.duration` | histogram | `s` | — |
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable, Dict, List, Optional, Set
+
+from .engine import Sink
+from .results import EpisodeResult, Violation
+
+EVENT_NAME = "gen_ai.evaluation.result"
+
+ATTR_EVAL_NAME = "gen_ai.evaluation.name"
+ATTR_EVAL_LABEL = "gen_ai.evaluation.score.label"
+ATTR_EVAL_EXPLANATION = "gen_ai.evaluation.explanation"
+ATTR_TEST_ID = "spanassert.test.id"
+ATTR_ASSERTION_TYPE = "spanassert.assertion.type"
+ATTR_ASSERTION_INDEX = "spanassert.assertion.index"
+ATTR_SEVERITY = "spanassert.severity"
+ATTR_VERDICT = "spanassert.verdict"
+ATTR_SPAN_ID = "spanassert.span_id"
+ATTR_EPISODE = "spanassert.episode.key"
+ATTR_LATE = "spanassert.late"
+ATTR_TOOL = "gen_ai.tool.name"
+ATTR_CLOSE_REASON = "spanassert.close_reason"
+ATTR_REASON = "spanassert.reason"
+ATTR_KIND = "spanassert.kind"
+
+log = logging.getLogger("spanassert")
+
+
+def violation_event_attributes(v: Violation) -> Dict[str, Any]:
+    """The attributes of the `gen_ai.evaluation.result` span event for one violation."""
+    attrs: Dict[str, Any] = {
+        ATTR_EVAL_NAME: v.test_id,
+        ATTR_EVAL_LABEL: "fail",
+        ATTR_EVAL_EXPLANATION: v.message,
+        ATTR_TEST_ID: v.test_id,
+        ATTR_ASSERTION_TYPE: v.assertion_type,
+        ATTR_ASSERTION_INDEX: v.assertion_index,
+        ATTR_SEVERITY: v.severity,
+        ATTR_VERDICT: "failed",
+        ATTR_EPISODE: v.episode_key,
+    }
+    if v.span_id:
+        attrs[ATTR_SPAN_ID] = v.span_id
+    if v.tool:
+        attrs[ATTR_TOOL] = v.tool
+    if v.late:
+        attrs[ATTR_LATE] = True
+    return attrs
+
+
+def _severity_number(severity: str) -> int:
+    # OTel log SeverityNumber: WARN=13, ERROR=17, FATAL=21, INFO=9
+    return {"critical": 21, "error": 17, "warning": 13, "info": 9}.get(severity, 17)
+
+
+class Telemetry(Sink):
+    """The engine's sink for every front door: metrics, logs and the user's callbacks.
+
+    Span events are the front door's business (it owns the spans); everything else is here. Never
+    raises: a failing callback or exporter is counted as an internal error and logged once per kind.
+    """
+
+    def __init__(
+        self,
+        *,
+        meter_provider: Any = None,
+        logger_provider: Any = None,
+        on_violation: Optional[Callable[[Violation], None]] = None,
+        on_episode: Optional[Callable[[EpisodeResult], None]] = None,
+    ) -> None:
+        from opentelemetry import metrics
+
+        mp = meter_provider if meter_provider is not None else metrics.get_meter_provider()
+        from . import __version__
+
+        meter = mp.get_meter("spanassert", __version__)
+        self.violations = meter.create_counter(
+            "spanassert.violations", unit="{violation}", description="Assertion violations (enforced rules)")
+        self.shadow_violations = meter.create_counter(
+            "spanassert.shadow_violations", unit="{violation}",
+            description="Violations of rules in shadow mode (counted, not alerted)")
+        self.episodes = meter.create_counter(
+            "spanassert.episodes", unit="{episode}", description="Closed episodes by overall verdict")
+        self.results = meter.create_counter(
+            "spanassert.assertion.results", unit="{result}", description="Assertion verdicts per closed episode")
+        self.open = meter.create_up_down_counter(
+            "spanassert.episodes.open", unit="{episode}", description="Episodes currently open")
+        self.unreadable_spans = meter.create_counter(
+            "spanassert.spans.unreadable", unit="{span}", description="Tool spans the mapping could not read")
+        self.late_spans = meter.create_counter(
+            "spanassert.spans.late", unit="{span}", description="Spans that arrived after their episode closed")
+        self.overflows = meter.create_counter(
+            "spanassert.overflows", unit="{event}", description="Bounded-memory overflows (evictions, drops)")
+        self.internal_errors = meter.create_counter(
+            "spanassert.internal_errors", unit="{error}", description="Errors inside spanassert (never raised)")
+        self.duration = meter.create_histogram(
+            "spanassert.evaluation.duration", unit="s", description="Time spent evaluating one span")
+        self._logger = None
+        if logger_provider is not None:
+            self._logger = logger_provider.get_logger("spanassert", __version__)
+        self.on_violation = on_violation
+        self.on_episode = on_episode
+        self._logged_kinds: Set[str] = set()
+        self._lock = threading.Lock()
+        self.recent_violations: List[Violation] = []
+
+    # -- Sink ---------------------------------------------------------------------------------------
+    def violation(self, v: Violation) -> None:
+        attrs = {ATTR_TEST_ID: v.test_id, ATTR_ASSERTION_TYPE: v.assertion_type, ATTR_SEVERITY: v.severity}
+        if v.tool:
+            attrs[ATTR_TOOL] = v.tool
+        if v.shadow:
+            self.shadow_violations.add(1, attrs)
+            return
+        self.violations.add(1, attrs)
+        self._log_violation(v)
+        if self.on_violation is not None:
+            try:
+                self.on_violation(v)
+            except Exception as exc:  # noqa: BLE001 - a user callback must never break the agent
+                self.internal_error("on_violation_callback", exc)
+
+    def episode_closed(self, result: EpisodeResult) -> None:
+        self.open.add(-1)
+        self.episodes.add(1, {ATTR_VERDICT: result.verdict.value, ATTR_CLOSE_REASON: result.close_reason.value})
+        for r in result.results:
+            self.results.add(1, {ATTR_TEST_ID: r.test_id, ATTR_ASSERTION_TYPE: r.assertion_type,
+                                 ATTR_VERDICT: r.verdict.value})
+        if self.on_episode is not None:
+            try:
+                self.on_episode(result)
+            except Exception as exc:  # noqa: BLE001
+                self.internal_error("on_episode_callback", exc)
+
+    def episode_opened(self) -> None:
+        self.open.add(1)
+
+    def unreadable(self, reason: str, tool: Optional[str]) -> None:
+        attrs = {ATTR_REASON: reason}
+        if tool:
+            attrs[ATTR_TOOL] = tool
+        self.unreadable_spans.add(1, attrs)
+
+    def overflow(self, kind: str) -> None:
+        self.overflows.add(1, {ATTR_KIND: kind})
+
+    def late_span(self) -> None:
+        self.late_spans.add(1)
+
+    def evaluated(self, seconds: float) -> None:
+        self.duration.record(seconds)
+
+    # -- helpers ------------------------------------------------------------------------------------
+    def internal_error(self, kind: str, exc: BaseException) -> None:
+        """Count an internal error; log it once per kind (never raises)."""
+        try:
+            self.internal_errors.add(1, {ATTR_KIND: kind})
+            with self._lock:
+                first = kind not in self._logged_kinds
+                self._logged_kinds.add(kind)
+            if first:
+                log.error("spanassert internal error (%s): %r — further errors of this kind are only counted",
+                          kind, exc, exc_info=exc)
+        except Exception:  # noqa: BLE001 - last line of defence
+            pass
+
+    def _log_violation(self, v: Violation) -> None:
+        text = f"[{v.severity}] {v.test_id} ({v.assertion_type}): {v.message}"
+        if self._logger is None:
+            level = logging.WARNING if v.severity in ("warning", "info") else logging.ERROR
+            log.log(level, "spanassert violation %s", text,
+                    extra={"spanassert_violation": v.to_dict()})
+            return
+        try:
+            from opentelemetry._logs import LogRecord, SeverityNumber
+            from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
+
+            ctx = None
+            if v.trace_id and v.span_id:
+                sc = SpanContext(int(v.trace_id, 16), int(v.span_id, 16), is_remote=False,
+                                 trace_flags=TraceFlags(TraceFlags.SAMPLED))
+                ctx = set_span_in_context(NonRecordingSpan(sc))
+            self._logger.emit(LogRecord(
+                context=ctx,
+                severity_number=SeverityNumber(_severity_number(v.severity)),
+                severity_text=v.severity.upper(),
+                body=text,
+                attributes=violation_event_attributes(v),
+                event_name=EVENT_NAME,
+            ))
+        except Exception as exc:  # noqa: BLE001
+            self.internal_error("log_emit", exc)

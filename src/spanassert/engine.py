@@ -1,0 +1,684 @@
+"""The one engine behind every front door.
+
+It is fed span starts and span ends as plain values (ids, name, an attribute mapping, times) — the
+live processor, the file replayer and the OTLP receiver all call the same two methods — and it owns
+everything after that: recognising tool calls (through :mod:`spanassert.mapping`), grouping spans
+into episodes, running every assertion incrementally, and deciding verdicts. It never imports the
+OpenTelemetry SDK, which is what makes live, replay and serve verdicts identical by construction.
+
+Order and time: a call's position is its start; its content (arguments, result, status, duration)
+is given to assertions only at its end, everywhere, so that a replay (which knows everything at
+once) shows the assertions exactly what the live processor saw.
+
+Not thread-safe: callers serialise access (the processor holds one lock around it).
+"""
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+
+from .assertions.base import NEED_ARGUMENTS, NEED_RESULT, Assertion
+from .config.model import Config, TestCase
+from .mapping import ROLE_AGENT, ROLE_OTHER, ROLE_STEP, ROLE_TOOL, Mapper
+from .model import (
+    CONTENT_UNPARSABLE,
+    STATUS_ERROR,
+    STATUS_OK,
+    STATUS_UNSET,
+    CloseReason,
+    EpisodeView,
+    Failure,
+    Outcome,
+    ToolCall,
+    Verdict,
+)
+from .results import AssertionResult, EpisodeResult, Violation
+
+_NO_STATE = object()
+
+UNREADABLE_NO_NAME = "no_tool_name"
+UNREADABLE_ARGUMENTS = "unparsable_arguments"
+UNREADABLE_TOO_LARGE = "arguments_too_large"
+
+OVERFLOW_EPISODE_EVICTED = "episode_evicted"
+OVERFLOW_CALL_DROPPED = "in_flight_call_dropped"
+
+
+class Sink:
+    """Receives what the engine decides. The default does nothing; front doors override."""
+
+    def violation(self, violation: Violation) -> None:
+        pass
+
+    def episode_closed(self, result: EpisodeResult) -> None:
+        pass
+
+    def episode_opened(self) -> None:
+        pass
+
+    def unreadable(self, reason: str, tool: Optional[str]) -> None:
+        pass
+
+    def overflow(self, kind: str) -> None:
+        pass
+
+    def late_span(self) -> None:
+        pass
+
+    def evaluated(self, seconds: float) -> None:
+        pass
+
+    def trace_tracked(self, trace_id: str) -> None:
+        """The engine now follows this trace (an open or recently closed episode holds it)."""
+
+    def trace_released(self, trace_id: str) -> None:
+        """The engine no longer follows this trace: its spans can skip the engine."""
+
+
+class SpanOutcome:
+    """What the engine has to say about one span as it ends: the violations to attach to it, and
+    the episode result when this span closed its episode (the root)."""
+
+    __slots__ = ("violations", "episode")
+
+    def __init__(self, violations: List[Violation], episode: Optional[EpisodeResult]) -> None:
+        self.violations = violations
+        self.episode = episode
+
+
+class _Slot:
+    __slots__ = ("index", "test", "assertion", "content_needed", "shadow", "severity")
+
+    def __init__(self, index: int, test: TestCase, assertion: Assertion) -> None:
+        self.index = index
+        self.test = test
+        self.assertion = assertion
+        self.content_needed = bool(assertion.needs)
+        self.shadow = test.shadow
+        self.severity = test.severity.value if hasattr(test.severity, "value") else str(test.severity)
+
+
+class _Plan:
+    """The trace assertions of the tests that apply to an episode, with per-tool dispatch tables so
+    that a call touches only the rules that can apply to it."""
+
+    __slots__ = ("slots", "by_tool", "any_tool", "step_slots", "needs_args", "needs_result", "excluded")
+
+    def __init__(self, slots: List[_Slot], excluded: List[TestCase]) -> None:
+        self.slots = slots
+        self.excluded = excluded
+        any_tool: List[int] = []
+        by_tool: Dict[str, List[int]] = {}
+        steps: List[int] = []
+        for s in slots:
+            a = s.assertion
+            if a.wants_steps:
+                steps.append(s.index)
+            if a.tools is None:
+                any_tool.append(s.index)
+            else:
+                for t in a.tools:
+                    by_tool.setdefault(t, []).append(s.index)
+        self.any_tool: Tuple[int, ...] = tuple(any_tool)
+        self.by_tool: Dict[str, Tuple[int, ...]] = {
+            t: tuple(sorted(set(v) | set(any_tool))) for t, v in by_tool.items()
+        }
+        self.step_slots: Tuple[int, ...] = tuple(steps)
+        self.needs_args = any(NEED_ARGUMENTS in s.assertion.needs for s in slots)
+        self.needs_result = any(NEED_RESULT in s.assertion.needs for s in slots)
+
+    def for_tool(self, name: str) -> Tuple[int, ...]:
+        return self.by_tool.get(name, self.any_tool)
+
+
+class Episode:
+    __slots__ = (
+        "key",
+        "trace_id",
+        "plan",
+        "states",
+        "failed",
+        "reported",
+        "view",
+        "root_is_agent",
+        "spans",
+        "step_spans",
+        "open_calls",
+        "marks",
+        "last_ns",
+        "traces",
+        "closed",
+    )
+
+    def __init__(self, key: str, trace_id: str, plan: _Plan, now_ns: int) -> None:
+        self.key = key
+        self.trace_id = trace_id
+        self.plan = plan
+        self.states: List[Any] = [_NO_STATE] * len(plan.slots)
+        self.failed: Optional[Dict[int, Failure]] = None
+        self.reported: Optional[Set[Tuple[int, Optional[str]]]] = None
+        self.view = EpisodeView()
+        self.view.key = key
+        self.view.trace_id = trace_id
+        self.root_is_agent = False
+        # span_id -> name of the nearest agent at or above it, for the spans of this episode that
+        # are still open (entries leave when their span ends).
+        self.spans: Dict[str, Optional[str]] = {}
+        self.step_spans: Optional[Set[str]] = None
+        self.open_calls: Dict[str, ToolCall] = {}
+        self.marks: Optional[Dict[str, List[Violation]]] = None
+        self.last_ns = now_ns
+        self.traces: Optional[Set[str]] = None  # attribute-keyed episodes span several traces
+        self.closed = False
+
+    def state(self, slot: _Slot) -> Any:
+        st = self.states[slot.index]
+        if st is _NO_STATE:
+            st = slot.assertion.new_state()
+            self.states[slot.index] = st
+        return st
+
+
+class Engine:
+    """Episodes, bounds and verdicts for one rules file (see the module docstring)."""
+
+    def __init__(self, config: Config, sink: Optional[Sink] = None, mapper: Optional[Mapper] = None) -> None:
+        self.config = config
+        self.sink = sink or Sink()
+        self.mapper = mapper or Mapper(config.mappings)
+        es = config.episodes
+        self.by_trace_key = es.by_trace
+        self.key_attr = es.key
+        self.idle_ns = int(es.idle_timeout * 1e9)
+        self.max_open = max(1, int(es.max_open))
+        self.max_in_flight = max(1, int(es.max_calls_per_episode))
+        self.max_arg_bytes = int(es.max_argument_bytes)
+        self.late_window = max(0, int(es.late_window))
+        self._slots_all: List[_Slot] = []
+        self._tests = [t for t in config.tests if t.trace_assertions]
+        for t in self._tests:
+            for a in t.trace_assertions:
+                self._slots_all.append(_Slot(len(self._slots_all), t, a))
+        self._needs_match = any(t.match is not None for t in self._tests)
+        self._plans: Dict[Tuple[str, ...], _Plan] = {}
+        self._full_plan = self._plan_for(tuple(t.id for t in self._tests))
+        # Open episodes in order of last activity (oldest first): idle closing and eviction read
+        # from the front.
+        self.open: "OrderedDict[str, Episode]" = OrderedDict()
+        # trace id -> its open episode (the fast "is this trace in an episode?" check).
+        self.by_trace: Dict[str, Episode] = {}
+        # Recently closed episodes by trace id, for late spans.
+        self.recent: "OrderedDict[str, Episode]" = OrderedDict()
+        self._trace_seq: Dict[str, int] = {}
+        self.now_ns = 0
+
+    # -- plans ------------------------------------------------------------------------------------
+    def _plan_for(self, test_ids: Tuple[str, ...]) -> _Plan:
+        plan = self._plans.get(test_ids)
+        if plan is None:
+            wanted = set(test_ids)
+            # Slots keep dense indices per plan so per-episode state lists stay short.
+            slots: List[_Slot] = []
+            for s in self._slots_all:
+                if s.test.id in wanted:
+                    slots.append(_Slot(len(slots), s.test, s.assertion))
+            excluded = [t for t in self._tests if t.id not in wanted]
+            plan = _Plan(slots, excluded)
+            self._plans[test_ids] = plan
+        return plan
+
+    def _select_plan(self, agent: Optional[str], service: Optional[str], attributes: Mapping[str, Any],
+                     resource: Optional[Mapping[str, Any]]) -> _Plan:
+        if not self._needs_match:
+            return self._full_plan
+        merged: Dict[str, Any] = dict(resource or {})
+        merged.update(attributes)
+        ids = tuple(t.id for t in self._tests if t.match is None or t.match.selects(agent, service, merged))
+        return self._plan_for(ids)
+
+    # -- the two entry points -------------------------------------------------------------------
+    def start_span(
+        self,
+        trace_id: str,
+        span_id: str,
+        parent_id: Optional[str],
+        name: str,
+        attributes: Mapping[str, Any],
+        start_ns: int,
+        resource: Optional[Mapping[str, Any]] = None,
+        role: Optional[int] = None,
+    ) -> None:
+        if role is None:
+            role = self.mapper.role(name, attributes)
+        if start_ns > self.now_ns:
+            self.now_ns = start_ns
+        ep = self.by_trace.get(trace_id)
+        if role == ROLE_OTHER:
+            if ep is not None and parent_id in ep.spans:
+                ep.spans[span_id] = ep.spans[parent_id]
+            return
+        t0 = time.perf_counter()
+        if ep is None and not self.by_trace_key:
+            ep = self._conversation_episode(trace_id, attributes, start_ns, resource, role, span_id, name)
+        if ep is None:
+            if role != ROLE_AGENT and trace_id in self.recent:
+                return  # a late span: judged when it ends, with its content
+            ep = self._open(self._new_trace_key(trace_id), trace_id, start_ns, attributes, resource, role, span_id, name)
+        self._touch(ep, start_ns)
+        parent_agent = ep.spans.get(parent_id) if parent_id is not None else None
+        if role == ROLE_AGENT:
+            agent = self.mapper.agent_name(name, attributes) or parent_agent
+            ep.spans[span_id] = agent
+            if ep.view.agent is None:
+                ep.view.agent = agent
+        elif role == ROLE_STEP:
+            ep.spans[span_id] = parent_agent
+            if ep.step_spans is None:
+                ep.step_spans = set()
+            ep.step_spans.add(span_id)
+            self._step(ep, span_id)
+        else:  # ROLE_TOOL
+            ep.spans[span_id] = parent_agent
+            tool = self.mapper.tool_name(name, attributes)
+            if tool is not None:
+                self._start_call(ep, tool, trace_id, span_id, parent_id, start_ns, parent_agent, attributes)
+            # else: the name may only be set later; the call is positioned when its span ends.
+        self.sink.evaluated(time.perf_counter() - t0)
+
+    def end_span(
+        self,
+        trace_id: str,
+        span_id: str,
+        parent_id: Optional[str],
+        name: str,
+        attributes: Mapping[str, Any],
+        start_ns: int,
+        end_ns: int,
+        status_code: int = 0,
+        events: Sequence[Any] = (),
+        is_local_root: bool = False,
+        resource: Optional[Mapping[str, Any]] = None,
+        role: Optional[int] = None,
+    ) -> Optional[SpanOutcome]:
+        if end_ns > self.now_ns:
+            self.now_ns = end_ns
+        ep = self.by_trace.get(trace_id)
+        if ep is None:
+            if trace_id in self.recent:
+                if role is None:
+                    role = self.mapper.role(name, attributes)
+                if role == ROLE_TOOL:
+                    return self._late_call(self.recent[trace_id], trace_id, span_id, parent_id, name, attributes,
+                                           start_ns, end_ns, status_code, events)
+            return None
+        if role is None:
+            role = self.mapper.role(name, attributes)
+        t0 = time.perf_counter()
+        self._touch(ep, end_ns)
+        agent = ep.spans.pop(span_id, None)
+        if role == ROLE_TOOL:
+            call = ep.open_calls.pop(span_id, None)
+            if call is None:
+                tool = self.mapper.tool_name(name, attributes)
+                if tool is None:
+                    self._unreadable(ep, UNREADABLE_NO_NAME, None)
+                    self._step(ep, span_id)
+                else:
+                    call = self._start_call(ep, tool, trace_id, span_id, parent_id, start_ns, agent, attributes)
+                    ep.open_calls.pop(span_id, None)
+            if call is not None:
+                self._end_call(ep, call, attributes, end_ns, status_code, events)
+        elif role == ROLE_STEP and (ep.step_spans is None or span_id not in ep.step_spans):
+            self._step(ep, span_id)  # recognised as a model call only at its end
+        if ep.step_spans is not None:
+            ep.step_spans.discard(span_id)
+        closing: Optional[EpisodeResult] = None
+        if self.by_trace_key:
+            if role == ROLE_AGENT and span_id == ep.view.root_span_id:
+                self._record_final_output(ep, attributes, events)
+                closing = self._close(ep, CloseReason.ROOT_ENDED)
+            elif is_local_root and not ep.root_is_agent:
+                ep.view.root_span_id = span_id
+                ep.view.root_name = name
+                self._record_final_output(ep, attributes, events)
+                closing = self._close(ep, CloseReason.ROOT_ENDED)
+        else:
+            if role == ROLE_AGENT:
+                self._record_final_output(ep, attributes, events)
+            if is_local_root:
+                # The trace is done; the conversation goes on until it is idle.
+                self.by_trace.pop(trace_id, None)
+                if trace_id not in self.recent:
+                    self.sink.trace_released(trace_id)
+        marks = ep.marks.pop(span_id, None) if ep.marks else None
+        if closing is not None:
+            ep.marks = None
+        self.sink.evaluated(time.perf_counter() - t0)
+        if marks is None and closing is None:
+            return None
+        return SpanOutcome(marks or [], closing)
+
+    def tick(self, now_ns: Optional[int] = None) -> List[EpisodeResult]:
+        """Close episodes idle for longer than ``idle_timeout``. ``now_ns`` defaults to the latest
+        span time seen (replay) — the processor passes the wall clock."""
+        if now_ns is None:
+            now_ns = self.now_ns
+        closed: List[EpisodeResult] = []
+        while self.open:
+            ep = next(iter(self.open.values()))
+            if ep.last_ns + self.idle_ns > now_ns:
+                break
+            closed.append(self._close(ep, CloseReason.IDLE))
+            ep.marks = None
+        return closed
+
+    def close_all(self, reason: CloseReason) -> List[EpisodeResult]:
+        """Decide every open episode now (force_flush, shutdown, end of input)."""
+        out = []
+        for ep in list(self.open.values()):
+            out.append(self._close(ep, reason))
+            ep.marks = None
+        return out
+
+    @property
+    def open_count(self) -> int:
+        return len(self.open)
+
+    # -- episodes ---------------------------------------------------------------------------------
+    def _new_trace_key(self, trace_id: str) -> str:
+        n = self._trace_seq.get(trace_id, 0)
+        self._trace_seq[trace_id] = n + 1
+        if len(self._trace_seq) > self.max_open + self.late_window + 1024:
+            # Bounded: forget the oldest sequence counters (their traces are long closed).
+            for k in list(self._trace_seq)[: len(self._trace_seq) // 2]:
+                del self._trace_seq[k]
+        return trace_id if n == 0 else f"{trace_id}#{n + 1}"
+
+    def _conversation_episode(self, trace_id: str, attributes: Mapping[str, Any], now_ns: int,
+                              resource: Optional[Mapping[str, Any]], role: int, span_id: str,
+                              name: str) -> Optional[Episode]:
+        conv = self.mapper.conversation_key(attributes, self.key_attr)
+        if conv is None:
+            return None
+        ep = self.open.get(conv)
+        if ep is None:
+            ep = self._open(conv, trace_id, now_ns, attributes, resource, role, span_id, name)
+        else:
+            self.by_trace[trace_id] = ep
+            self.sink.trace_tracked(trace_id)
+        if ep.traces is None:
+            ep.traces = set()
+        ep.traces.add(trace_id)
+        return ep
+
+    def _open(self, key: str, trace_id: str, now_ns: int, attributes: Mapping[str, Any],
+              resource: Optional[Mapping[str, Any]], role: int, span_id: str, name: str) -> Episode:
+        while len(self.open) >= self.max_open:
+            oldest = next(iter(self.open.values()))
+            self.sink.overflow(OVERFLOW_EPISODE_EVICTED)
+            self._close(oldest, CloseReason.EVICTED)
+            oldest.marks = None
+        agent = self.mapper.agent_name(name, attributes) if role == ROLE_AGENT else None
+        service = None
+        if resource is not None:
+            sv = resource.get("service.name")
+            service = sv if isinstance(sv, str) else None
+        plan = self._select_plan(agent, service, attributes, resource)
+        ep = Episode(key, trace_id, plan, now_ns)
+        ep.view.service = service
+        if role == ROLE_AGENT:
+            ep.root_is_agent = True
+            ep.view.root_span_id = span_id
+            ep.view.root_name = name
+        self.open[key] = ep
+        self.by_trace[trace_id] = ep
+        self.sink.trace_tracked(trace_id)
+        self.sink.episode_opened()
+        return ep
+
+    def _touch(self, ep: Episode, now_ns: int) -> None:
+        if now_ns > ep.last_ns:
+            ep.last_ns = now_ns
+        self.open.move_to_end(ep.key)
+
+    # -- calls and steps ----------------------------------------------------------------------------
+    def _start_call(self, ep: Episode, tool: str, trace_id: str, span_id: str, parent_id: Optional[str],
+                    start_ns: int, agent: Optional[str], attributes: Mapping[str, Any]) -> ToolCall:
+        view = ep.view
+        call = ToolCall(
+            tool,
+            span_id=span_id,
+            trace_id=trace_id,
+            parent_span_id=parent_id,
+            start_ns=start_ns,
+            index=view.call_count,
+            agent=agent,
+            call_id=self.mapper.call_id(attributes),
+        )
+        view.call_count += 1
+        if len(ep.open_calls) >= self.max_in_flight:
+            # Bounded memory: forget the oldest in-flight call; its content is never judged.
+            oldest = next(iter(ep.open_calls))
+            del ep.open_calls[oldest]
+            view.calls_dropped += 1
+            self.sink.overflow(OVERFLOW_CALL_DROPPED)
+        ep.open_calls[span_id] = call
+        plan = ep.plan
+        for i in plan.for_tool(tool):
+            slot = plan.slots[i]
+            f = slot.assertion.on_call_start(ep.state(slot), call)
+            if f is not None:
+                self._fail(ep, slot, f, span_id)
+        self._step(ep, span_id)
+        return call
+
+    def _end_call(self, ep: Episode, call: ToolCall, attributes: Mapping[str, Any], end_ns: int,
+                  status_code: int, events: Sequence[Any]) -> None:
+        plan = ep.plan
+        targets = plan.for_tool(call.name)
+        args_raw = result_raw = None
+        if targets and plan.needs_args:
+            args_raw = self.mapper.arguments_raw(attributes, events)
+            if isinstance(args_raw, str) and len(args_raw) > self.max_arg_bytes:
+                args_raw = None
+                self._unreadable(ep, UNREADABLE_TOO_LARGE, call.name)
+                call._args_state = CONTENT_UNPARSABLE  # recorded, but not kept: undecidable
+        if targets and plan.needs_result:
+            result_raw = self.mapper.result_raw(attributes, events)
+            if isinstance(result_raw, str) and len(result_raw) > self.max_arg_bytes:
+                result_raw = result_raw[: self.max_arg_bytes]
+        error_type = self.mapper.error_type(attributes, status_code, events)
+        status = STATUS_ERROR if (status_code == 2 or error_type) else (STATUS_OK if status_code == 1 else STATUS_UNSET)
+        was_unparsable = call._args_state == CONTENT_UNPARSABLE
+        call.finish(end_ns=end_ns, status=status, error_type=error_type, arguments_raw=args_raw, result_raw=result_raw)
+        if was_unparsable:
+            call._args_state = CONTENT_UNPARSABLE
+        elif args_raw is not None and call.arguments_state == CONTENT_UNPARSABLE:
+            self._unreadable(ep, UNREADABLE_ARGUMENTS, call.name)
+        for i in targets:
+            slot = plan.slots[i]
+            f = slot.assertion.on_call_end(ep.state(slot), call)
+            if f is not None:
+                self._fail(ep, slot, f, call.span_id)
+
+    def _step(self, ep: Episode, span_id: str) -> None:
+        ep.view.step_count += 1
+        plan = ep.plan
+        for i in plan.step_slots:
+            slot = plan.slots[i]
+            f = slot.assertion.on_step(ep.state(slot), ep.view)
+            if f is not None:
+                self._fail(ep, slot, f, span_id)
+
+    def _unreadable(self, ep: Optional[Episode], reason: str, tool: Optional[str]) -> None:
+        if ep is not None:
+            ep.view.unreadable_calls += 1
+        self.sink.unreadable(reason, tool)
+
+    def _record_final_output(self, ep: Episode, attributes: Mapping[str, Any], events: Sequence[Any]) -> None:
+        out = self.mapper.final_output(attributes, events)
+        if out is not None:
+            ep.view.final_output = out
+            ep.view.final_output_state = "ok"
+
+    def _fail(self, ep: Episode, slot: _Slot, failure: Failure, span_id: Optional[str],
+              late: bool = False, at_close: bool = False) -> Optional[Violation]:
+        sid = failure.span_id or span_id
+        mark = (slot.index, sid)
+        if ep.reported is None:
+            ep.reported = set()
+        elif mark in ep.reported:
+            return None
+        ep.reported.add(mark)
+        if ep.failed is None:
+            ep.failed = {}
+        ep.failed.setdefault(slot.index, failure)
+        a = slot.assertion
+        v = Violation(
+            test_id=slot.test.id,
+            assertion_type=a.type_name,
+            assertion_index=a.index,
+            assertion_name=a.name,
+            severity=slot.severity,
+            shadow=slot.shadow,
+            message=failure.message,
+            span_id=sid,
+            trace_id=ep.trace_id,
+            episode_key=ep.key,
+            tool=failure.tool,
+            call_index=failure.call_index,
+            late=late,
+            at_close=at_close,
+        )
+        if sid is not None:
+            if ep.marks is None:
+                ep.marks = {}
+            ep.marks.setdefault(sid, []).append(v)
+        self.sink.violation(v)
+        return v
+
+    # -- closing ------------------------------------------------------------------------------------
+    def _close(self, ep: Episode, reason: CloseReason) -> EpisodeResult:
+        view = ep.view
+        view.close_reason = reason
+        if self.by_trace_key:
+            view.decidable = reason is CloseReason.ROOT_ENDED
+        else:
+            view.decidable = reason in (CloseReason.IDLE, CloseReason.END_OF_INPUT)
+        results: List[AssertionResult] = []
+        in_flight = list(ep.open_calls.values())
+        plan = ep.plan
+        for slot in plan.slots:
+            a = slot.assertion
+            first = ep.failed.get(slot.index) if ep.failed else None
+            outcome = a.on_close(ep.state(slot), view)
+            if first is not None:
+                verdict, message, sid = Verdict.FAILED, first.message, first.span_id
+            else:
+                verdict, message, sid = outcome.verdict, outcome.message, outcome.span_id
+                if verdict is Verdict.FAILED:
+                    v = self._fail(ep, slot, Failure(message, span_id=sid or view.root_span_id),
+                                   view.root_span_id, at_close=True)
+                    sid = v.span_id if v is not None else (sid or view.root_span_id)
+                elif verdict is Verdict.PASSED:
+                    verdict, message = self._downgrade(slot, view, in_flight, message)
+            results.append(AssertionResult(
+                test_id=slot.test.id, assertion_type=a.type_name, index=a.index, name=a.name,
+                verdict=verdict, message=message, span_id=sid, severity=slot.severity, shadow=slot.shadow,
+            ))
+        for t in plan.excluded:
+            for a in t.trace_assertions:
+                results.append(AssertionResult(
+                    test_id=t.id, assertion_type=a.type_name, index=a.index, name=a.name,
+                    verdict=Verdict.NOT_APPLICABLE, message="`match` did not select this episode",
+                    span_id=None, severity=str(getattr(t.severity, "value", t.severity)), shadow=t.shadow,
+                ))
+        result = EpisodeResult(
+            key=ep.key, trace_id=ep.trace_id, root_span_id=view.root_span_id, root_name=view.root_name,
+            agent=view.agent, service=view.service, close_reason=reason, results=results,
+            call_count=view.call_count, step_count=view.step_count, unreadable_calls=view.unreadable_calls,
+        )
+        self._forget(ep)
+        self.sink.episode_closed(result)
+        return result
+
+    @staticmethod
+    def _downgrade(slot: _Slot, view: EpisodeView, in_flight: List[ToolCall], message: str) -> Tuple[Verdict, str]:
+        """A pass that rests on data we did not see is not a pass."""
+        if view.unreadable_calls:
+            return Verdict.INCONCLUSIVE, (
+                f"{view.unreadable_calls} tool span(s) could not be read (no tool name or unreadable content)"
+            )
+        a = slot.assertion
+        if in_flight and slot.content_needed:
+            pending = [c for c in in_flight if a.tools is None or c.name in a.tools]
+            if pending:
+                return Verdict.INCONCLUSIVE, (
+                    f"{len(pending)} call(s) of `{pending[0].name}` had not ended when the episode closed"
+                )
+        if view.calls_dropped and slot.content_needed:
+            return Verdict.INCONCLUSIVE, f"{view.calls_dropped} in-flight call(s) were dropped (bound reached)"
+        return Verdict.PASSED, message
+
+    def _forget(self, ep: Episode) -> None:
+        ep.closed = True
+        self.open.pop(ep.key, None)
+        traces = ep.traces or {ep.trace_id}
+        for tid in traces:
+            if self.by_trace.get(tid) is ep:
+                del self.by_trace[tid]
+            if self.late_window:
+                self.recent[tid] = ep
+                self.recent.move_to_end(tid)
+            elif tid not in self.by_trace:
+                self.sink.trace_released(tid)
+        while len(self.recent) > self.late_window:
+            tid, _ = self.recent.popitem(last=False)
+            if tid not in self.by_trace:
+                self.sink.trace_released(tid)
+        # Keep what late spans need (assertion states); drop the rest.
+        ep.spans = {}
+        ep.open_calls = {}
+
+    def _late_call(self, ep: Episode, trace_id: str, span_id: str, parent_id: Optional[str], name: str,
+                   attributes: Mapping[str, Any], start_ns: int, end_ns: int, status_code: int,
+                   events: Sequence[Any]) -> Optional[SpanOutcome]:
+        """A tool span of an episode that already closed: still checked by the safety rules."""
+        self.sink.late_span()
+        tool = self.mapper.tool_name(name, attributes)
+        if tool is None:
+            self.sink.unreadable(UNREADABLE_NO_NAME, None)
+            return None
+        plan = ep.plan
+        call = ToolCall(tool, span_id=span_id, trace_id=trace_id, parent_span_id=parent_id, start_ns=start_ns,
+                        index=ep.view.call_count, call_id=self.mapper.call_id(attributes))
+        ep.view.call_count += 1
+        out: List[Violation] = []
+        safety = [i for i in plan.for_tool(tool) if not plan.slots[i].assertion.decides_on_close]
+        for i in safety:
+            slot = plan.slots[i]
+            f = slot.assertion.on_call_start(ep.state(slot), call)
+            if f is not None:
+                v = self._fail(ep, slot, f, span_id, late=True)
+                if v is not None:
+                    out.append(v)
+        if safety:
+            args_raw = self.mapper.arguments_raw(attributes, events) if plan.needs_args else None
+            result_raw = self.mapper.result_raw(attributes, events) if plan.needs_result else None
+            error_type = self.mapper.error_type(attributes, status_code, events)
+            status = STATUS_ERROR if (status_code == 2 or error_type) else (STATUS_OK if status_code == 1 else STATUS_UNSET)
+            call.finish(end_ns=end_ns, status=status, error_type=error_type, arguments_raw=args_raw,
+                        result_raw=result_raw)
+            for i in safety:
+                slot = plan.slots[i]
+                f = slot.assertion.on_call_end(ep.state(slot), call)
+                if f is not None:
+                    v = self._fail(ep, slot, f, span_id, late=True)
+                    if v is not None:
+                        out.append(v)
+        ep.marks = None
+        return SpanOutcome(out, None) if out else None
+
+
+__all__ = ["Engine", "Sink", "SpanOutcome", "Episode", "ROLE_AGENT", "ROLE_OTHER", "ROLE_STEP", "ROLE_TOOL"]

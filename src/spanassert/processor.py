@@ -1,0 +1,407 @@
+"""The live front door: an OpenTelemetry ``SpanProcessor`` that checks tool calls as they happen.
+
+```python
+provider.add_span_processor(
+    AssertionSpanProcessor(load_config("rules.yaml"), export=BatchSpanProcessor(OTLPSpanExporter())))
+```
+
+Contract (the same as the SDK's own processors): it never raises into the application, every span
+handed to ``on_end`` reaches the wrapped processor(s) exactly once (a copy carrying violation events
+where the span violated a rule), ``force_flush`` returns a bool within its deadline and propagates,
+``shutdown`` is idempotent and decides open episodes, and it keeps working after ``os.fork``.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+import weakref
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Union
+
+from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
+
+from .config.model import Config
+from .emit import EVENT_NAME, Telemetry, violation_event_attributes
+from .engine import Engine, SpanOutcome
+from .mapping import ROLE_OTHER
+from .model import CloseReason
+from .results import EpisodeResult, Violation
+
+PathOrConfig = Union[Config, str, "os.PathLike[str]"]
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+def _hex_trace(v: int) -> str:
+    return format(v, "032x")
+
+
+def _hex_span(v: int) -> str:
+    return format(v, "016x")
+
+
+def _attrs(span: Any) -> Mapping[str, Any]:
+    # The SDK's own attribute mapping, without the read-only proxy `ReadableSpan.attributes` builds.
+    a = getattr(span, "_attributes", None)
+    if a is None:
+        return _EMPTY
+    return a
+
+
+class _LiveSink(Telemetry):
+    """Telemetry plus what only the live door needs: which traces to route to the engine, and the
+    violations of the call in progress."""
+
+    def __init__(self, tracked: Set[int], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.tracked = tracked
+        self.current: Optional[List[Violation]] = None
+
+    def trace_tracked(self, trace_id: str) -> None:
+        self.tracked.add(int(trace_id, 16))
+
+    def trace_released(self, trace_id: str) -> None:
+        self.tracked.discard(int(trace_id, 16))
+
+    def violation(self, v: Violation) -> None:
+        super().violation(v)
+        if self.current is not None:
+            self.current.append(v)
+
+
+class AssertionSpanProcessor(SpanProcessor):
+    """Checks a rules file against the spans of this process, live.
+
+    Args:
+        config: a loaded :class:`Config`, or a path to a rules file.
+        export: the processor(s) that export spans (e.g. ``BatchSpanProcessor(exporter)``). Every
+            span goes on to them; offending spans go as a copy carrying ``gen_ai.evaluation.result``
+            events. Without it, events go on the still-open offending span or episode root.
+        meter_provider / logger_provider: where metrics and log records go (global meter provider
+            by default; Python ``logging`` when no logger provider is given).
+        on_violation: called with each :class:`Violation` of an enforced rule (never raises into
+            the app: a failing callback is counted).
+        on_episode: called with each closed episode's :class:`EpisodeResult`.
+        tick_interval: seconds between idle-timeout checks (a daemon thread).
+    """
+
+    def __init__(
+        self,
+        config: PathOrConfig,
+        *,
+        export: Union[SpanProcessor, Sequence[SpanProcessor], None] = None,
+        meter_provider: Any = None,
+        logger_provider: Any = None,
+        on_violation: Optional[Callable[[Violation], None]] = None,
+        on_episode: Optional[Callable[[EpisodeResult], None]] = None,
+        tick_interval: float = 1.0,
+    ) -> None:
+        if not isinstance(config, Config):
+            from .config import load_config
+
+            config = load_config(config)
+        self.config = config
+        if export is None:
+            self._export: List[SpanProcessor] = []
+        elif isinstance(export, SpanProcessor):
+            self._export = [export]
+        else:
+            self._export = list(export)
+        self._tracked: Set[int] = set()
+        self._telemetry_args = dict(meter_provider=meter_provider, logger_provider=logger_provider,
+                                    on_violation=on_violation, on_episode=on_episode)
+        self._sink = _LiveSink(self._tracked, **self._telemetry_args)
+        self.engine = Engine(config, self._sink)
+        self._role = self.engine.mapper.role
+        self._lock = threading.RLock()
+        # Without a wrapped exporter, violations go on live spans: the open episode roots and the
+        # local trace roots (span id -> Span), and violations already written on their span.
+        self._live_roots: Dict[int, Span] = {}
+        self._written: Set[int] = set()
+        self._tick_interval = tick_interval
+        self._stop = threading.Event()
+        self._shutdown = False
+        self._thread: Optional[threading.Thread] = None
+        self._start_ticker()
+        if hasattr(os, "register_at_fork"):
+            ref = weakref.ref(self)
+            os.register_at_fork(after_in_child=lambda: (ref() and ref()._after_fork()))  # type: ignore[union-attr]
+
+    # -- SpanProcessor ------------------------------------------------------------------------------
+    def on_start(self, span: Span, parent_context: Any = None) -> None:
+        try:
+            ctx = span.get_span_context()
+            attrs = _attrs(span)
+            role = self._role(span.name, attrs)
+            tid = ctx.trace_id
+            if role == ROLE_OTHER and tid not in self._tracked:
+                if not self._export:
+                    parent = span.parent
+                    if parent is None or parent.is_remote:
+                        self._live_roots[ctx.span_id] = span
+                return
+            parent = span.parent
+            with self._lock:
+                self._sink.current = current = []
+                try:
+                    self.engine.start_span(
+                        _hex_trace(tid), _hex_span(ctx.span_id),
+                        _hex_span(parent.span_id) if parent is not None else None,
+                        span.name, attrs, span.start_time or time.time_ns(),
+                        _attrs(span.resource), role,
+                    )
+                finally:
+                    self._sink.current = None
+                if not self._export:
+                    if role != ROLE_OTHER and (parent is None or parent.is_remote or
+                                               self.engine.by_trace.get(_hex_trace(tid)) is not None):
+                        self._live_roots[ctx.span_id] = span
+                    for v in current:
+                        if not v.shadow:
+                            # The offending span is still open: the event goes right on it.
+                            span.add_event(EVENT_NAME, violation_event_attributes(v))
+                            self._written.add(id(v))
+        except Exception as exc:  # noqa: BLE001 - never raise into the application
+            self._sink.internal_error("on_start", exc)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        out: Optional[SpanOutcome] = None
+        try:
+            out = self._evaluate_end(span)
+        except Exception as exc:  # noqa: BLE001
+            self._sink.internal_error("on_end", exc)
+        to_send: ReadableSpan = span
+        if out is not None:
+            try:
+                to_send = self._deliver(span, out)
+            except Exception as exc:  # noqa: BLE001
+                self._sink.internal_error("annotate", exc)
+                to_send = span
+        for p in self._export:
+            try:
+                p.on_end(to_send)
+            except Exception as exc:  # noqa: BLE001 - a failing exporter must not stop the others
+                self._sink.internal_error("export", exc)
+
+    def _evaluate_end(self, span: ReadableSpan) -> Optional[SpanOutcome]:
+        ctx = span.get_span_context()
+        tid = ctx.trace_id
+        if not self._export and ctx.span_id in self._live_roots:
+            self._live_roots.pop(ctx.span_id, None)
+        attrs = _attrs(span)
+        if tid not in self._tracked:
+            role = self._role(span.name, attrs)
+            if role == ROLE_OTHER:
+                return None
+            # Recognised only now (its markers were set after start): position it at its end.
+            with self._lock:
+                return self._engine_end(span, ctx, attrs, role, start_first=True)
+        with self._lock:
+            return self._engine_end(span, ctx, attrs, None, start_first=False)
+
+    def _engine_end(self, span: ReadableSpan, ctx: Any, attrs: Mapping[str, Any], role: Optional[int],
+                    start_first: bool) -> Optional[SpanOutcome]:
+        parent = span.parent
+        tid = _hex_trace(ctx.trace_id)
+        sid = _hex_span(ctx.span_id)
+        pid = _hex_span(parent.span_id) if parent is not None else None
+        resource = _attrs(span.resource)
+        start = span.start_time or 0
+        end = span.end_time or start
+        if start_first:
+            self.engine.start_span(tid, sid, pid, span.name, attrs, start, resource, role)
+        status = span.status.status_code.value if span.status is not None else 0
+        # SDK StatusCode: UNSET=0, OK=1, ERROR=2 (the OTLP numbering).
+        out = self.engine.end_span(
+            tid, sid, pid, span.name, attrs, start, end, status, span.events,
+            is_local_root=parent is None or parent.is_remote, resource=resource,
+        )
+        now = time.time_ns()
+        if self.engine.open and next(iter(self.engine.open.values())).last_ns + self.engine.idle_ns <= now:
+            self._deliver_closed(self.engine.tick(now))
+        return out
+
+    def _deliver(self, span: ReadableSpan, out: SpanOutcome) -> ReadableSpan:
+        events = [v for v in out.violations if not v.shadow and id(v) not in self._written]
+        for v in out.violations:
+            self._written.discard(id(v))
+        if not events:
+            return span
+        if not self._export:
+            self._write_on_live_root(span, events)
+            return span
+        when = span.end_time or time.time_ns()
+        added = [Event(EVENT_NAME, violation_event_attributes(v), when) for v in events]
+        return ReadableSpan(
+            name=span.name,
+            context=span.get_span_context(),
+            parent=span.parent,
+            resource=span.resource,
+            attributes=_attrs(span),
+            events=tuple(span.events) + tuple(added),
+            links=span.links,
+            kind=span.kind,
+            status=span.status,
+            start_time=span.start_time,
+            end_time=span.end_time,
+            instrumentation_info=getattr(span, "_instrumentation_info", None),
+            instrumentation_scope=span.instrumentation_scope,
+        )
+
+    def _write_on_live_root(self, span: ReadableSpan, violations: List[Violation]) -> None:
+        """No wrapped exporter, and the offending span has ended: use the episode's root if it is
+        still open (log records carry the violation in every case)."""
+        ep = self.engine.by_trace.get(_hex_trace(span.get_span_context().trace_id))
+        target: Optional[Span] = None
+        if ep is not None and ep.view.root_span_id:
+            target = self._live_roots.get(int(ep.view.root_span_id, 16))
+        if target is None:
+            tid = span.get_span_context().trace_id
+            for s in list(self._live_roots.values()):
+                c = s.get_span_context()
+                if c.trace_id == tid and (s.parent is None or s.parent.is_remote):
+                    target = s
+                    break
+        if target is None or not target.is_recording():
+            return
+        for v in violations:
+            target.add_event(EVENT_NAME, violation_event_attributes(v))
+
+    def _deliver_closed(self, results: List[EpisodeResult]) -> None:
+        if self._export or not results:
+            return
+        for r in results:
+            if r.root_span_id:
+                target = self._live_roots.get(int(r.root_span_id, 16))
+                if target is not None and target.is_recording():
+                    for res in r.results:
+                        if res.verdict.value == "failed" and not res.shadow:
+                            target.add_event(EVENT_NAME, {
+                                "gen_ai.evaluation.name": res.test_id,
+                                "gen_ai.evaluation.score.label": "fail",
+                                "gen_ai.evaluation.explanation": res.message,
+                                "spanassert.assertion.type": res.assertion_type,
+                                "spanassert.severity": res.severity,
+                                "spanassert.verdict": "failed",
+                            })
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Decide every open episode now (liveness rules become inconclusive), then flush the wrapped
+        processors within what is left of the deadline."""
+        deadline = time.monotonic() + timeout_millis / 1000.0
+        ok = True
+        try:
+            if self._lock.acquire(timeout=max(0.0, timeout_millis / 1000.0)):
+                try:
+                    self._deliver_closed(self.engine.close_all(CloseReason.FLUSH))
+                finally:
+                    self._lock.release()
+            else:
+                ok = False
+        except Exception as exc:  # noqa: BLE001
+            self._sink.internal_error("force_flush", exc)
+        for p in self._export:
+            left = int(max(0.0, deadline - time.monotonic()) * 1000)
+            try:
+                ok = bool(p.force_flush(left)) and ok
+            except Exception as exc:  # noqa: BLE001
+                self._sink.internal_error("force_flush", exc)
+                ok = False
+        return ok
+
+    def shutdown(self) -> None:
+        if self._shutdown:
+            return
+        self._shutdown = True
+        self._stop.set()
+        try:
+            with self._lock:
+                self._deliver_closed(self.engine.close_all(CloseReason.SHUTDOWN))
+        except Exception as exc:  # noqa: BLE001
+            self._sink.internal_error("shutdown", exc)
+        for p in self._export:
+            try:
+                p.shutdown()
+            except Exception as exc:  # noqa: BLE001
+                self._sink.internal_error("shutdown", exc)
+
+    # -- idle timeouts and fork -----------------------------------------------------------------------
+    def _start_ticker(self) -> None:
+        if self._tick_interval <= 0:
+            return
+        ref = weakref.ref(self)
+        stop = self._stop
+        interval = self._tick_interval
+
+        def loop() -> None:
+            while not stop.wait(interval):
+                me = ref()
+                if me is None:
+                    return
+                try:
+                    with me._lock:
+                        me._deliver_closed(me.engine.tick(time.time_ns()))
+                except Exception as exc:  # noqa: BLE001
+                    me._sink.internal_error("tick", exc)
+                del me
+
+        self._thread = threading.Thread(target=loop, name="spanassert-idle", daemon=True)
+        self._thread.start()
+
+    def _after_fork(self) -> None:
+        # The child starts clean, as the SDK's BatchSpanProcessor does: the parent's open episodes
+        # belong to the parent.
+        self._lock = threading.RLock()
+        self._tracked.clear()
+        self._live_roots = {}
+        self._written = set()
+        self._sink = _LiveSink(self._tracked, **self._telemetry_args)
+        self.engine = Engine(self.config, self._sink)
+        self._role = self.engine.mapper.role
+        self._stop = threading.Event()
+        if not self._shutdown:
+            self._start_ticker()
+
+    # -- introspection ----------------------------------------------------------------------------------
+    @property
+    def telemetry(self) -> Telemetry:
+        return self._sink
+
+
+class SpanAssertConfigurator:
+    """``opentelemetry_configurator`` entry point for zero-code setup.
+
+    ``OTEL_PYTHON_CONFIGURATOR=spanassert SPANASSERT_CONFIG=rules.yaml opentelemetry-instrument …``
+    puts one :class:`AssertionSpanProcessor` in front of the exporters that ``OTEL_TRACES_EXPORTER``
+    selects.
+    """
+
+    _instance: Optional["SpanAssertConfigurator"] = None
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "SpanAssertConfigurator":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def configure(self, **kwargs: Any) -> None:
+        from opentelemetry.sdk._configuration import _OTelSDKConfigurator
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        path = os.environ.get("SPANASSERT_CONFIG")
+        if path:
+            from .config import load_config
+
+            config = load_config(path)
+            holder: List[AssertionSpanProcessor] = []
+
+            def export_span_processor(exporter: Any) -> SpanProcessor:
+                batch = BatchSpanProcessor(exporter)
+                if not holder:
+                    holder.append(AssertionSpanProcessor(config, export=[batch]))
+                    return holder[0]
+                # One engine for all exporters: later exporters join the first processor.
+                holder[0]._export.append(batch)
+                return SpanProcessor()
+
+            kwargs["export_span_processor"] = export_span_processor
+        _OTelSDKConfigurator().configure(**kwargs)

@@ -1,0 +1,2 @@
+"""pytest plugin (entry point ``pytest11``): fixtures and markers for checking agents in tests."""
+from __future__ import annotations
