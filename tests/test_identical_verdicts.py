@@ -1,0 +1,108 @@
+"""Same spans → same verdicts and violations, live (the processor in the SDK) and replayed (the
+exported OTLP JSON Lines file read back). A property test over random agent episodes."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.trace import Status, StatusCode
+
+from livekit import build_config
+
+from spanassert import AssertionSpanProcessor
+from spanassert.replay import replay
+
+TOOLS = ["lookup_order", "refund", "search", "delete_database", "send_email"]
+
+RULES = build_config([
+    {"id": "no-delete", "severity": "critical",
+     "assertions": [{"type": "trace_must_not_call_tool", "tool": "delete_database"}]},
+    {"id": "no-external-mail", "assertions": [{"type": "trace_must_not_call_tool", "tool": "send_email",
+                                               "args_match": {"to": "@evil\\.com$"}}]},
+    {"id": "lookup", "assertions": [{"type": "trace_must_call_tool", "tool": "lookup_order", "min_calls": 1}]},
+    {"id": "refund-after-lookup", "assertions": [
+        {"type": "trace_tool_sequence", "sequence": ["lookup_order", "refund"], "allow_other_tools": True}]},
+    {"id": "exact", "assertions": [
+        {"type": "trace_tool_sequence", "sequence": ["lookup_order", "refund"], "allow_other_tools": False}]},
+    {"id": "steps", "assertions": [{"type": "trace_max_steps", "max": 4}]},
+    {"id": "calls", "assertions": [{"type": "trace_max_tool_calls", "max": 2, "tool": "search"}]},
+    {"id": "ok", "assertions": [{"type": "trace_tool_status", "must_succeed": True}]},
+    {"id": "args", "assertions": [{"type": "trace_args_valid", "tool": "refund", "schema": {
+        "type": "object", "properties": {"amount": {"type": "number", "maximum": 100}}, "required": ["amount"]}}]},
+    {"id": "traj", "assertions": [{"type": "trace_trajectory", "expected": ["lookup_order", "refund"],
+                                   "mode": "contains"}]},
+    {"id": "prefix", "assertions": [{"type": "trace_trajectory", "expected": ["lookup_order"], "mode": "prefix"}]},
+    {"id": "result", "assertions": [{"type": "trace_tool_result", "tool": "lookup_order",
+                                     "assert": ["json.status is string", "json.items length >= 1"]}]},
+])
+
+call = st.fixed_dictionaries({
+    "tool": st.sampled_from(TOOLS),
+    "amount": st.one_of(st.none(), st.integers(min_value=0, max_value=200)),
+    "to": st.sampled_from(["a@ok.org", "x@evil.com"]),
+    "error": st.booleans(),
+    "items": st.integers(min_value=0, max_value=2),
+    "nested": st.booleans(),
+    "model_step": st.booleans(),
+})
+episode = st.lists(call, min_size=0, max_size=7)
+
+
+def run(tracer, episodes):
+    for ep in episodes:
+        with tracer.start_as_current_span("invoke_agent support", attributes={
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}):
+            for c in ep:
+                if c["model_step"]:
+                    with tracer.start_as_current_span("chat gpt", attributes={"gen_ai.operation.name": "chat"}):
+                        pass
+                parent = tracer.start_span("invoke_agent sub", attributes={
+                    "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "sub"}) if c["nested"] else None
+                ctx = trace.set_span_in_context(parent) if parent is not None else None
+                args = {"to": c["to"]}
+                if c["amount"] is not None:
+                    args["amount"] = c["amount"]
+                s = tracer.start_span(f"execute_tool {c['tool']}", context=ctx, attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": c["tool"]})
+                s.set_attribute("gen_ai.tool.call.arguments", json.dumps(args))
+                s.set_attribute("gen_ai.tool.call.result", json.dumps({"status": "ok", "items": [1] * c["items"]}))
+                if c["error"]:
+                    s.set_status(Status(StatusCode.ERROR))
+                s.end()
+                if parent is not None:
+                    parent.end()
+
+
+def sig(results):
+    return sorted(tuple(r.verdict_signature()) for r in results)
+
+
+def vsig(violations):
+    return sorted((v.test_id, v.assertion_index, v.span_id, v.message) for v in violations)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(episode, min_size=1, max_size=4))
+def test_live_and_replay_give_identical_verdicts_and_violations(episodes):
+    live_eps, live_vs = [], []
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "traces.jsonl")
+        proc = AssertionSpanProcessor(RULES, export=SimpleSpanProcessor(FileSpanExporter(path)),
+                                      on_episode=live_eps.append, on_violation=live_vs.append, tick_interval=0)
+        tp = TracerProvider(resource=Resource.create({"service.name": "agent"}))
+        tp.add_span_processor(proc)
+        run(tp.get_tracer("prop"), episodes)
+        tp.shutdown()
+        report = replay(RULES, [path])
+    assert not report.input_errors
+    assert len(report.episodes) == len(live_eps) == len(episodes)
+    assert sig(report.episodes) == sig(live_eps)
+    assert vsig(report.violations) == vsig(live_vs)
