@@ -1,0 +1,259 @@
+"""Trace queries and ``check()``: understudy's ergonomics, on real OpenTelemetry data.
+
+```python
+trace = Trace.from_spans(exporter.get_finished_spans())      # or Trace.from_file("traces.jsonl")
+assert trace.called("lookup_order", order_id="ORD-10027")
+assert not trace.called("issue_refund")
+assert trace.call_sequence() == ["lookup_order", "get_return_policy"]
+results = check(trace, "rules.yaml")                          # or an expectations dict
+assert results.passed, results.summary()
+```
+
+The tool calls come from the same convention mapping as live checking, and ``check`` runs the same
+engine over the trace's spans, so a test sees the verdicts production would give.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+
+from .assembly import live_order
+from .mapping import ROLE_AGENT, ROLE_TOOL, Mapper
+from .model import MISSING, STATUS_ERROR, STATUS_OK, STATUS_UNSET, SpanEvent, SpanRecord, ToolCall, Verdict
+
+
+def _from_readable(span: Any) -> SpanRecord:
+    """An SDK ``ReadableSpan`` as a :class:`SpanRecord` (the form every reader produces)."""
+    ctx = span.get_span_context()
+    parent = span.parent
+    status = span.status.status_code.value if span.status is not None else 0
+    return SpanRecord(
+        trace_id=format(ctx.trace_id, "032x"),
+        span_id=format(ctx.span_id, "016x"),
+        parent_span_id=format(parent.span_id, "016x") if parent is not None else None,
+        name=span.name,
+        kind=span.kind.value + 1 if span.kind is not None else 1,
+        start_ns=span.start_time or 0,
+        end_ns=span.end_time or span.start_time or 0,
+        attributes=dict(span.attributes or {}),
+        status_code=status,
+        status_message=(span.status.description or "") if span.status is not None else "",
+        events=[SpanEvent(e.name, e.timestamp, dict(e.attributes or {})) for e in span.events],
+        resource=dict(span.resource.attributes) if span.resource is not None else {},
+        scope=span.instrumentation_scope.name if span.instrumentation_scope is not None else "",
+    )
+
+
+class Trace:
+    """The tool calls of one or more traces, queryable the way understudy's ``Trace`` is."""
+
+    def __init__(self, records: Sequence[SpanRecord], mapper: Optional[Mapper] = None) -> None:
+        self.records: List[SpanRecord] = list(records)
+        self.mapper = mapper or Mapper()
+        self.tool_calls: List[ToolCall] = self._calls()
+
+    # -- construction ---------------------------------------------------------------------------
+    @classmethod
+    def from_spans(cls, spans: Iterable[Any], mapper: Optional[Mapper] = None) -> "Trace":
+        """From SDK ``ReadableSpan``s (e.g. ``InMemorySpanExporter.get_finished_spans()``) or
+        :class:`SpanRecord`s."""
+        recs = [s if isinstance(s, SpanRecord) else _from_readable(s) for s in spans]
+        return cls(recs, mapper)
+
+    @classmethod
+    def from_file(cls, *paths: Union[str, "os.PathLike[str]"], mapper: Optional[Mapper] = None) -> "Trace":
+        """From exported OTLP files (any form ``spanassert replay`` reads). Bad lines raise."""
+        from .otlp import read_spans
+
+        return cls(list(read_spans(list(paths), strict=True)), mapper)
+
+    def _calls(self) -> List[ToolCall]:
+        by_id = {r.span_id: r for r in self.records}
+        m = self.mapper
+        calls: List[ToolCall] = []
+        for phase, r, _ in live_order(self.records):
+            if phase != 0 or m.role(r.name, r.attributes) != ROLE_TOOL:
+                continue
+            name = m.tool_name(r.name, r.attributes)
+            if name is None:
+                continue
+            agent = None
+            cur = by_id.get(r.parent_span_id) if r.parent_span_id else None
+            hops = 0
+            while cur is not None and hops < 10_000:
+                if m.role(cur.name, cur.attributes) == ROLE_AGENT:
+                    agent = m.agent_name(cur.name, cur.attributes)
+                    break
+                cur = by_id.get(cur.parent_span_id) if cur.parent_span_id else None
+                hops += 1
+            c = ToolCall(name, span_id=r.span_id, trace_id=r.trace_id, parent_span_id=r.parent_span_id,
+                         start_ns=r.start_ns, index=len(calls), agent=agent, call_id=m.call_id(r.attributes))
+            err = m.error_type(r.attributes, r.status_code, r.events)
+            status = STATUS_ERROR if (r.status_code == 2 or err) else (STATUS_OK if r.status_code == 1 else STATUS_UNSET)
+            c.finish(end_ns=r.end_ns, status=status, error_type=err,
+                     arguments_raw=m.arguments_raw(r.attributes, r.events),
+                     result_raw=m.result_raw(r.attributes, r.events))
+            calls.append(c)
+        return calls
+
+    # -- queries --------------------------------------------------------------------------------
+    def called(self, tool: str, **arguments: Any) -> bool:
+        """True if some call of ``tool`` has these argument values (equality on the given keys only)."""
+        return any(self._args_equal(c, arguments) for c in self.calls_to(tool))
+
+    def calls_to(self, tool: str) -> List[ToolCall]:
+        return [c for c in self.tool_calls if c.name == tool]
+
+    def call_sequence(self) -> List[str]:
+        return [c.name for c in self.tool_calls]
+
+    def agent_called(self, agent: str, tool: str) -> bool:
+        return any(c.agent == agent for c in self.calls_to(tool))
+
+    def calls_by_agent(self) -> Dict[Optional[str], List[ToolCall]]:
+        out: Dict[Optional[str], List[ToolCall]] = {}
+        for c in self.tool_calls:
+            out.setdefault(c.agent, []).append(c)
+        return out
+
+    @property
+    def agents_invoked(self) -> List[str]:
+        seen: List[str] = []
+        for r in sorted(self.records, key=lambda r: (r.start_ns, r.span_id)):
+            if self.mapper.role(r.name, r.attributes) == ROLE_AGENT:
+                name = self.mapper.agent_name(r.name, r.attributes)
+                if name and name not in seen:
+                    seen.append(name)
+        return seen
+
+    @property
+    def duration(self) -> float:
+        """Wall-clock seconds from the first span's start to the last span's end."""
+        if not self.records:
+            return 0.0
+        return (max(r.end_ns for r in self.records) - min(r.start_ns for r in self.records)) / 1e9
+
+    @property
+    def terminal_state(self) -> str:
+        """``completed`` when every root span ended without error, ``error`` when one ended in error,
+        ``incomplete`` when no root span was recorded."""
+        roots = [r for r in self.records if r.parent_span_id is None]
+        if not roots:
+            return "incomplete"
+        return "error" if any(r.status_code == 2 for r in roots) else "completed"
+
+    @staticmethod
+    def _args_equal(call: ToolCall, expected: Mapping[str, Any]) -> bool:
+        if not expected:
+            return True
+        args = call.arguments
+        if args is MISSING or not isinstance(args, dict):
+            return False
+        return all(k in args and args[k] == v for k, v in expected.items())
+
+    def __len__(self) -> int:
+        return len(self.tool_calls)
+
+    def __repr__(self) -> str:
+        return f"Trace({len(self.records)} spans, calls={self.call_sequence()})"
+
+
+class CheckItem:
+    __slots__ = ("label", "verdict", "detail", "episode")
+
+    def __init__(self, label: str, verdict: Verdict, detail: str, episode: str) -> None:
+        self.label = label
+        self.verdict = verdict
+        self.detail = detail
+        self.episode = episode
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict is Verdict.PASSED
+
+    def __repr__(self) -> str:
+        return f"CheckItem({self.label!r}, {self.verdict.value})"
+
+
+_MARK = {Verdict.PASSED: "✓", Verdict.FAILED: "✗", Verdict.INCONCLUSIVE: "?", Verdict.NOT_APPLICABLE: "–"}
+
+
+class CheckResult:
+    """What :func:`check` found. ``passed`` only when every check passed: an inconclusive check is not
+    a pass, and neither is a check that never applied."""
+
+    def __init__(self, items: List[CheckItem], episodes: int) -> None:
+        self.items = items
+        self.episodes = episodes
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.items) and all(i.verdict is Verdict.PASSED for i in self.items)
+
+    @property
+    def failed(self) -> List[CheckItem]:
+        return [i for i in self.items if i.verdict is not Verdict.PASSED]
+
+    def summary(self) -> str:
+        if not self.items:
+            return "✗ no episode found: no agent or tool span was recorded"
+        return "\n".join(f"{_MARK[i.verdict]} {i.label}: {i.detail or i.verdict.value}" for i in self.items)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        return f"CheckResult(passed={self.passed}, {len(self.items)} checks)"
+
+
+_MODES = {"exact", "prefix", "contains", "subset"}
+
+
+def expectations_config(expectations: Mapping[str, Any]) -> Any:
+    """understudy-style expectations as a rules config: ``required_tools``, ``forbidden_tools``,
+    ``expected_trajectory`` + ``trajectory_match_mode``, ``required_agent_tools`` is not supported."""
+    from .config import load_config
+    import yaml
+
+    allowed = {"required_tools", "forbidden_tools", "expected_trajectory", "trajectory_match_mode"}
+    unknown = set(expectations) - allowed
+    if unknown:
+        raise ValueError(f"unknown expectation key(s) {sorted(unknown)}; supported: {sorted(allowed)}")
+    tests: List[Dict[str, Any]] = []
+    for tool in expectations.get("required_tools", []) or []:
+        tests.append({"id": f"required_tools: {tool}", "assertions": [{"type": "trace_must_call_tool", "tool": tool}]})
+    for tool in expectations.get("forbidden_tools", []) or []:
+        tests.append({"id": f"forbidden_tools: {tool}",
+                      "assertions": [{"type": "trace_must_not_call_tool", "tool": tool}]})
+    if expectations.get("expected_trajectory") is not None:
+        mode = expectations.get("trajectory_match_mode", "exact")
+        if mode not in _MODES:
+            raise ValueError(f"trajectory_match_mode {mode!r} is not one of {sorted(_MODES)}")
+        tests.append({"id": f"trajectory ({mode})", "assertions": [
+            {"type": "trace_trajectory", "expected": list(expectations["expected_trajectory"]), "mode": mode}]})
+    if not tests:
+        raise ValueError("expectations check nothing: give required_tools, forbidden_tools or expected_trajectory")
+    return load_config(yaml.safe_dump({"version": 1, "tests": tests}, sort_keys=False))
+
+
+def check(trace: Trace, rules_or_expectations: Any) -> CheckResult:
+    """Run rules (a :class:`Config`, a rules-file path, YAML text) or understudy-style expectations
+    (a dict) over ``trace`` with the live engine."""
+    from .config.model import Config
+    from .replay import replay_records
+
+    if isinstance(rules_or_expectations, Config):
+        config = rules_or_expectations
+    elif isinstance(rules_or_expectations, Mapping):
+        config = expectations_config(rules_or_expectations)
+    else:
+        from .config import load_config
+
+        config = load_config(rules_or_expectations)
+    report = replay_records(config, trace.records, settle_spans=len(trace.records) + 1)
+    items: List[CheckItem] = []
+    for ep in report.episodes:
+        for r in ep.results:
+            label = r.test_id if r.name is None else f"{r.test_id} / {r.name}"
+            items.append(CheckItem(label, r.verdict, r.message, ep.key))
+    return CheckResult(items, len(report.episodes))
