@@ -55,7 +55,7 @@ def test_check_with_expectations_reports_each_item(spans):
                         "expected_trajectory": ["lookup_order", "get_return_policy"],
                         "trajectory_match_mode": "prefix"})
     assert res.passed, res.summary()
-    assert res.summary().count("✓") == 4
+    assert res.summary().count("✓") == 3
     bad = check(trace, {"forbidden_tools": ["check_balance"]})
     assert not bad.passed
     assert bad.summary().startswith("✗ forbidden_tools: check_balance")
