@@ -7,13 +7,13 @@ The processor's own telemetry is declared here and only here (README lists the s
 | `spanassert.violations` | counter | `{violation}` | test id, assertion type, tool, severity |
 | `spanassert.shadow_violations` | counter | `{violation}` | same (rules in `mode: shadow`: counted, never alerted) |
 | `spanassert.episodes` | counter | `{episode}` | verdict, close reason |
-| `spanassert.assertion.results` | counter | `{result}` | test id, assertion type, verdict |
+| `spanassert.assertion.results` | observable counter | `{result}` | test id, assertion type, verdict |
 | `spanassert.episodes.open` | up-down counter | `{episode}` | — |
 | `spanassert.spans.unreadable` | counter | `{span}` | reason, tool |
 | `spanassert.spans.late` | counter | `{span}` | — |
 | `spanassert.overflows` | counter | `{event}` | kind |
 | `spanassert.internal_errors` | counter | `{error}` | kind |
-| `spanassert.evaluation.duration` | histogram | `s` | — |
+| `spanassert.evaluation.duration` | histogram | `s` | — (time spent on one episode's spans) |
 """
 from __future__ import annotations
 
@@ -100,8 +100,12 @@ class Telemetry(Sink):
             description="Violations of rules in shadow mode (counted, not alerted)")
         self.episodes = meter.create_counter(
             "spanassert.episodes", unit="{episode}", description="Closed episodes by overall verdict")
-        self.results = meter.create_counter(
-            "spanassert.assertion.results", unit="{result}", description="Assertion verdicts per closed episode")
+        # Per-rule coverage is counted in-process and observed on collection: one closed episode
+        # yields a verdict per rule, too many for synchronous counter calls on the agent's path.
+        self._result_counts: Dict[tuple, int] = {}
+        self.results = meter.create_observable_counter(
+            "spanassert.assertion.results", callbacks=[self._observe_results], unit="{result}",
+            description="Assertion verdicts over closed episodes, per rule")
         self.open = meter.create_up_down_counter(
             "spanassert.episodes.open", unit="{episode}", description="Episodes currently open")
         self.unreadable_spans = meter.create_counter(
@@ -113,7 +117,8 @@ class Telemetry(Sink):
         self.internal_errors = meter.create_counter(
             "spanassert.internal_errors", unit="{error}", description="Errors inside spanassert (never raised)")
         self.duration = meter.create_histogram(
-            "spanassert.evaluation.duration", unit="s", description="Time spent evaluating one span")
+            "spanassert.evaluation.duration", unit="s",
+            description="Time spent evaluating the spans of one episode, recorded when it closes")
         self._logger = None
         if logger_provider is not None:
             self._logger = logger_provider.get_logger("spanassert", __version__)
@@ -142,9 +147,10 @@ class Telemetry(Sink):
     def episode_closed(self, result: EpisodeResult) -> None:
         self.open.add(-1)
         self.episodes.add(1, {ATTR_VERDICT: result.verdict.value, ATTR_CLOSE_REASON: result.close_reason.value})
+        counts = self._result_counts
         for r in result.results:
-            self.results.add(1, {ATTR_TEST_ID: r.test_id, ATTR_ASSERTION_TYPE: r.assertion_type,
-                                 ATTR_VERDICT: r.verdict.value})
+            k = (r.test_id, r.assertion_type, r.verdict.value)
+            counts[k] = counts.get(k, 0) + 1
         if self.on_episode is not None:
             try:
                 self.on_episode(result)
@@ -168,6 +174,12 @@ class Telemetry(Sink):
 
     def evaluated(self, seconds: float) -> None:
         self.duration.record(seconds)
+
+    def _observe_results(self, options: Any) -> Any:
+        from opentelemetry.metrics import Observation
+
+        return [Observation(n, {ATTR_TEST_ID: t, ATTR_ASSERTION_TYPE: a, ATTR_VERDICT: v})
+                for (t, a, v), n in list(self._result_counts.items())]
 
     # -- helpers ------------------------------------------------------------------------------------
     def internal_error(self, kind: str, exc: BaseException) -> None:

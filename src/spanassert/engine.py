@@ -36,6 +36,7 @@ from .model import (
 from .results import AssertionResult, EpisodeResult, Violation
 
 _NO_STATE = object()
+_PRECHECK_KEY = ("\0precheck",)  # the early-check plan's key in Engine._plans (no test id has a NUL)
 
 UNREADABLE_NO_NAME = "no_tool_name"
 UNREADABLE_ARGUMENTS = "unparsable_arguments"
@@ -149,6 +150,7 @@ class Episode:
         "last_ns",
         "traces",
         "closed",
+        "eval_s",
     )
 
     def __init__(self, key: str, trace_id: str, plan: _Plan, now_ns: int) -> None:
@@ -171,6 +173,7 @@ class Episode:
         self.last_ns = now_ns
         self.traces: Optional[Set[str]] = None  # attribute-keyed episodes span several traces
         self.closed = False
+        self.eval_s = 0.0  # time spent evaluating this episode's spans
 
     def state(self, slot: _Slot) -> Any:
         st = self.states[slot.index]
@@ -284,7 +287,7 @@ class Engine:
             if tool is not None:
                 self._start_call(ep, tool, trace_id, span_id, parent_id, start_ns, parent_agent, attributes)
             # else: the name may only be set later; the call is positioned when its span ends.
-        self.sink.evaluated(time.perf_counter() - t0)
+        ep.eval_s += time.perf_counter() - t0
 
     def end_span(
         self,
@@ -354,7 +357,8 @@ class Engine:
         marks = ep.marks.pop(span_id, None) if ep.marks else None
         if closing is not None:
             ep.marks = None
-        self.sink.evaluated(time.perf_counter() - t0)
+        else:
+            ep.eval_s += time.perf_counter() - t0
         if marks is None and closing is None:
             return None
         return SpanOutcome(marks or [], closing)
@@ -477,12 +481,25 @@ class Engine:
                   status_code: int, events: Sequence[Any]) -> None:
         plan = ep.plan
         targets = plan.for_tool(call.name)
+        unreadable = self._finish_call(plan, targets, call, attributes, end_ns, status_code, events)
+        if unreadable is not None:
+            self._unreadable(ep, unreadable, call.name)
+        for i in targets:
+            slot = plan.slots[i]
+            f = slot.assertion.on_call_end(ep.state(slot), call)
+            if f is not None:
+                self._fail(ep, slot, f, call.span_id)
+
+    def _finish_call(self, plan: _Plan, targets: Tuple[int, ...], call: ToolCall, attributes: Mapping[str, Any],
+                     end_ns: int, status_code: int, events: Sequence[Any]) -> Optional[str]:
+        """Give a call its content (what ``plan`` reads of it); returns why it is unreadable, if so."""
+        unreadable: Optional[str] = None
         args_raw = result_raw = None
         if targets and plan.needs_args:
             args_raw = self.mapper.arguments_raw(attributes, events)
             if isinstance(args_raw, str) and len(args_raw) > self.max_arg_bytes:
                 args_raw = None
-                self._unreadable(ep, UNREADABLE_TOO_LARGE, call.name)
+                unreadable = UNREADABLE_TOO_LARGE
                 call._args_state = CONTENT_UNPARSABLE  # recorded, but not kept: undecidable
         if targets and plan.needs_result:
             result_raw = self.mapper.result_raw(attributes, events)
@@ -495,12 +512,88 @@ class Engine:
         if was_unparsable:
             call._args_state = CONTENT_UNPARSABLE
         elif args_raw is not None and call.arguments_state == CONTENT_UNPARSABLE:
-            self._unreadable(ep, UNREADABLE_ARGUMENTS, call.name)
+            unreadable = UNREADABLE_ARGUMENTS
+        return unreadable
+
+    # -- early check (receiver) -----------------------------------------------------------------------
+    @property
+    def has_precheck(self) -> bool:
+        """Whether any rule can be decided on one finished tool span alone (see :meth:`precheck`)."""
+        return bool(self._precheck_plan().slots)
+
+    def _precheck_plan(self) -> _Plan:
+        plan = self._plans.get(_PRECHECK_KEY)
+        if plan is None:
+            # Only rules whose failure at a call depends on that call alone, and only tests that
+            # apply to every episode: a `match` may need the root span, which may not be here yet.
+            slots: List[_Slot] = []
+            for s in self._slots_all:
+                a = s.assertion
+                if getattr(a, "order_free", False) and not a.decides_on_close and s.test.match is None:
+                    slots.append(_Slot(len(slots), s.test, a))
+            plan = _Plan(slots, [])
+            self._plans[_PRECHECK_KEY] = plan
+        return plan
+
+    def precheck(
+        self,
+        trace_id: str,
+        span_id: str,
+        parent_id: Optional[str],
+        name: str,
+        attributes: Mapping[str, Any],
+        start_ns: int,
+        end_ns: int,
+        status_code: int = 0,
+        events: Sequence[Any] = (),
+        role: Optional[int] = None,
+        index: int = 0,
+    ) -> List[Violation]:
+        """The violations one finished tool span has on its own, before its trace is assembled.
+
+        For a receiver, which gets spans after they end and must wait for the rest of a trace
+        before feeding it: the rules marked ``order_free`` (their failure at a call depends only on
+        that call) are run on fresh, throwaway states, so they fire on arrival. Nothing in the
+        engine changes and nothing goes to the sink: the caller reports the result, and must not
+        report the same (test, assertion, span) again when the trace is fed later. ``index`` is the
+        call's position as far as the caller knows it (it only shows in messages).
+        """
+        plan = self._precheck_plan()
+        if not plan.slots:
+            return []
+        if role is None:
+            role = self.mapper.role(name, attributes)
+        if role != ROLE_TOOL:
+            return []
+        tool = self.mapper.tool_name(name, attributes)
+        if tool is None:
+            return []
+        targets = plan.for_tool(tool)
+        if not targets:
+            return []
+        call = ToolCall(tool, span_id=span_id, trace_id=trace_id, parent_span_id=parent_id, start_ns=start_ns,
+                        index=index, call_id=self.mapper.call_id(attributes))
+        states = {i: plan.slots[i].assertion.new_state() for i in targets}
+        failures: Dict[int, Failure] = {}
         for i in targets:
-            slot = plan.slots[i]
-            f = slot.assertion.on_call_end(ep.state(slot), call)
+            f = plan.slots[i].assertion.on_call_start(states[i], call)
             if f is not None:
-                self._fail(ep, slot, f, call.span_id)
+                failures[i] = f
+        self._finish_call(plan, targets, call, attributes, end_ns, status_code, events)
+        for i in targets:
+            f = plan.slots[i].assertion.on_call_end(states[i], call)
+            if f is not None and i not in failures:
+                failures[i] = f
+        out: List[Violation] = []
+        for i, f in sorted(failures.items()):
+            slot = plan.slots[i]
+            a = slot.assertion
+            out.append(Violation(
+                test_id=slot.test.id, assertion_type=a.type_name, assertion_index=a.index, assertion_name=a.name,
+                severity=slot.severity, shadow=slot.shadow, message=f.message, span_id=f.span_id or span_id,
+                trace_id=trace_id, episode_key=trace_id, tool=f.tool, call_index=f.call_index,
+            ))
+        return out
 
     def _step(self, ep: Episode, span_id: str) -> None:
         ep.view.step_count += 1
@@ -600,6 +693,7 @@ class Engine:
             call_count=view.call_count, step_count=view.step_count, unreadable_calls=view.unreadable_calls,
         )
         self._forget(ep)
+        self.sink.evaluated(ep.eval_s)
         self.sink.episode_closed(result)
         return result
 

@@ -1,0 +1,77 @@
+"""Shared benchmark plumbing: alternating A/B rounds, medians and spreads, deterministic inputs."""
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from typing import Callable, Dict, List, Sequence, Tuple
+
+ROUNDS = 7
+
+
+def alternate(a: Callable[[], float], b: Callable[[], float], rounds: int = ROUNDS) -> Tuple[List[float], List[float]]:
+    """Run A and B alternately (the machine is shared and noisy); each returns seconds (or a rate)."""
+    xs: List[float] = []
+    ys: List[float] = []
+    for i in range(rounds):
+        if i % 2 == 0:
+            xs.append(a())
+            ys.append(b())
+        else:
+            ys.append(b())
+            xs.append(a())
+    return xs, ys
+
+
+def med(xs: Sequence[float]) -> float:
+    return statistics.median(xs)
+
+
+def spread(xs: Sequence[float], scale: float = 1.0, fmt: str = "{:.2f}") -> str:
+    return f"{fmt.format(min(xs) * scale)}–{fmt.format(max(xs) * scale)}"
+
+
+def timed(fn: Callable[[], None]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def rules_yaml(n_tests: int, seed: int = 7) -> str:
+    """A deterministic rules file with ``n_tests`` tests over a 50-tool vocabulary, mixing the
+    assertion types production users write."""
+    rng = random.Random(seed)
+    tools = [f"tool_{i}" for i in range(50)]
+    lines = ["version: 1", "suite: bench", "tests:"]
+    for i in range(n_tests):
+        kind = i % 6
+        t = rng.choice(tools)
+        lines.append(f"  - id: rule-{i}")
+        lines.append("    severity: error")
+        lines.append("    assertions:")
+        if kind == 0:
+            lines += [f"      - type: trace_must_not_call_tool", f"        tool: {t}_forbidden"]
+        elif kind == 1:
+            lines += [f"      - type: trace_must_call_tool", f"        tool: {t}"]
+        elif kind == 2:
+            lines += ["      - type: trace_max_tool_calls", "        max: 100000", f"        tool: {t}"]
+        elif kind == 3:
+            lines += ["      - type: trace_args_valid", f"        tool: {t}", "        schema:",
+                      "          type: object", "          properties:",
+                      "            amount: {type: number, maximum: 1000}"]
+        elif kind == 4:
+            lines += ["      - type: trace_tool_sequence", f"        sequence: [{t}, {rng.choice(tools)}]",
+                      "        allow_other_tools: true"]
+        else:
+            lines += ["      - type: trace_must_not_call_tool", "        tool: send_email",
+                      "        args_match: {to: '@evil\\.com$'}"]
+    return "\n".join(lines) + "\n"
+
+
+def table(rows: List[Dict[str, str]], cols: Sequence[str]) -> str:
+    widths = {c: max(len(c), *(len(r.get(c, "")) for r in rows)) for c in cols}
+    out = ["| " + " | ".join(c.ljust(widths[c]) for c in cols) + " |",
+           "|" + "|".join("-" * (widths[c] + 2) for c in cols) + "|"]
+    for r in rows:
+        out.append("| " + " | ".join(r.get(c, "").ljust(widths[c]) for c in cols) + " |")
+    return "\n".join(out)

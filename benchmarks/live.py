@@ -1,0 +1,119 @@
+"""Live overhead: the processor wrapping BatchSpanProcessor vs BatchSpanProcessor alone."""
+from __future__ import annotations
+
+import gc
+import json
+import time
+from typing import Any, Dict, List, Sequence
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from spanassert import AssertionSpanProcessor, load_config
+
+from common import alternate, med, rules_yaml, spread
+
+
+class NoopExporter(SpanExporter):
+    def export(self, spans: Sequence[Any]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+
+def _provider(with_assert: bool, config: Any) -> TracerProvider:
+    tp = TracerProvider()
+    batch = BatchSpanProcessor(NoopExporter(), max_queue_size=1 << 20, max_export_batch_size=2048)
+    if with_assert:
+        tp.add_span_processor(AssertionSpanProcessor(config, export=batch, tick_interval=1.0))
+    else:
+        tp.add_span_processor(batch)
+    return tp
+
+
+def _plain_spans(tracer: Any, n: int) -> float:
+    attrs = {f"http.attr{i}": i for i in range(8)}
+    attrs["http.route"] = "/orders/{id}"
+    t0 = time.perf_counter()
+    for _ in range(n // 10):
+        with tracer.start_as_current_span("GET /orders", attributes=attrs):
+            for _ in range(9):
+                with tracer.start_as_current_span("db.query", attributes=attrs):
+                    pass
+    return (time.perf_counter() - t0) / n
+
+
+def _tool_spans(tracer: Any, n: int) -> float:
+    args = json.dumps({"order_id": "ORD-1", "amount": 12.5, "reason": "late delivery"})
+    per_episode = 20
+    t0 = time.perf_counter()
+    for e in range(n // per_episode):
+        with tracer.start_as_current_span("invoke_agent support", attributes={
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}):
+            for i in range(per_episode - 1):
+                name = f"tool_{(e + i) % 50}"
+                with tracer.start_as_current_span(f"execute_tool {name}", attributes={
+                        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+                        "gen_ai.tool.call.arguments": args}):
+                    pass
+    return (time.perf_counter() - t0) / n
+
+
+def run(n: int = 20_000) -> List[Dict[str, str]]:
+    config = load_config(rules_yaml(20))
+    rows = []
+    for label, fn, target in [("cost per non-tool span (20 rules)", _plain_spans, 1.05),
+                              ("cost per tool span, JSON arguments (20 rules)", _tool_spans, 1.5)]:
+        tps = {True: _provider(True, config), False: _provider(False, config)}
+        tracers = {k: v.get_tracer("bench") for k, v in tps.items()}
+        for k in tracers:  # warm up
+            fn(tracers[k], 2000)
+
+        def a(k: bool = True) -> float:
+            gc.collect()
+            return fn(tracers[k], n)
+
+        ours, base = alternate(lambda: a(True), lambda: a(False))
+        ratio = med(ours) / med(base)
+        for tp in tps.values():
+            tp.shutdown()
+        rows.append({"figure": label, "ours": f"{med(ours) * 1e6:.2f} µs/span ({spread(ours, 1e6)})",
+                     "baseline": f"{med(base) * 1e6:.2f} µs/span ({spread(base, 1e6)}) BatchSpanProcessor alone",
+                     "ratio": f"{ratio:.3f}", "target": f"≤ {target}", "met": "yes" if ratio <= target else "NO"})
+    rows.append(_growth(config))
+    return rows
+
+
+def _growth(config: Any) -> Dict[str, str]:
+    """Cost of a tool call at call 10,000 of one episode vs at call 10 (engine path, no exporter)."""
+    tp = TracerProvider()
+    proc = AssertionSpanProcessor(config, tick_interval=0)
+    tp.add_span_processor(proc)
+    tracer = tp.get_tracer("bench")
+    args = json.dumps({"amount": 5})
+    samples_early: List[float] = []
+    samples_late: List[float] = []
+    for _ in range(5):
+        root = tracer.start_span("invoke_agent long", attributes={"gen_ai.operation.name": "invoke_agent"})
+        ctx = trace.set_span_in_context(root)
+        for i in range(10_200):
+            name = f"tool_{i % 50}"
+            t0 = time.perf_counter()
+            s = tracer.start_span(f"execute_tool {name}", context=ctx, attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+                "gen_ai.tool.call.arguments": args})
+            s.end()
+            dt = time.perf_counter() - t0
+            if 10 <= i < 210:
+                samples_early.append(dt)
+            elif 10_000 <= i < 10_200:
+                samples_late.append(dt)
+        root.end()
+    tp.shutdown()
+    early, late = med(samples_early), med(samples_late)
+    ratio = late / early
+    return {"figure": "cost per tool call at call 10,000 vs call 10 (one episode)",
+            "ours": f"{late * 1e6:.2f} µs at #10,000", "baseline": f"{early * 1e6:.2f} µs at #10",
+            "ratio": f"{ratio:.3f}", "target": "≤ 1.1", "met": "yes" if ratio <= 1.1 else "NO"}
