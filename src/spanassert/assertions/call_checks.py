@@ -1,1 +1,351 @@
-"""(being written)"""
+"""Checks on each call's own content: status, duration, arguments against a JSON Schema.
+
+Each is a safety rule: it fails at the offending call as soon as the content it reads is known (at
+span end for status and duration; at span start for arguments when the instrumentation recorded them
+then). It also holds the small helpers the other recorded-trace families share: how a call is named
+in a message (:func:`call_ref`), what counts as an errored call (:func:`call_errored`), the duration
+syntax (:func:`parse_duration`), and the per-episode state of an every-call rule
+(:class:`EveryCallState`).
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Dict, FrozenSet, Optional, Union
+
+from ..model import CONTENT_OK, STATUS_ERROR, EpisodeView, Failure, Outcome, ToolCall
+from .base import (
+    EVIDENCE_ALL,
+    EVIDENCE_ARGUMENTS,
+    NEED_ARGUMENTS,
+    NEED_DURATION,
+    NEED_STATUS,
+    Assertion,
+    BuildContext,
+    Field,
+    register,
+)
+from .schema_util import schema_is_vacuous, validation_messages
+
+# -- shared helpers --------------------------------------------------------------------------------
+
+
+def call_ref(call: ToolCall) -> str:
+    """How a message names a call: its 1-based position in the episode and its span."""
+    where = f"call #{call.index + 1}"
+    if call.span_id:
+        where += f" (span {call.span_id})"
+    return where
+
+
+def call_errored(call: ToolCall) -> bool:
+    """A call ended in error when its span status is ERROR or an ``error.type`` was recorded."""
+    return call.status == STATUS_ERROR or bool(call.error_type)
+
+
+def tool_scope(tool: Optional[str]) -> Optional[FrozenSet[str]]:
+    """The ``tools`` filter of a rule that applies to one tool, or to every call when none is given."""
+    return frozenset((tool,)) if tool else None
+
+
+def calls_of(tool: Optional[str]) -> str:
+    return f"calls of `{tool}`" if tool else "tool calls"
+
+
+def unfinished(episode: EpisodeView) -> str:
+    """Why an episode's verdict cannot be final: it closed before the agent finished."""
+    reason = episode.close_reason.value if episode.close_reason is not None else "unknown reason"
+    return f"the episode closed before it finished ({reason})"
+
+
+_DURATION_UNITS: Dict[str, float] = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|m|h)\s*$")
+DURATION_PATTERN = r"^\s*\d+(\.\d+)?\s*(ns|us|µs|ms|s|m|h)\s*$"
+DURATION_SCHEMA: Dict[str, Any] = {
+    "oneOf": [
+        {"type": "number", "minimum": 0},
+        {"type": "string", "pattern": DURATION_PATTERN},
+    ]
+}
+
+
+def parse_duration(value: Union[int, float, str]) -> float:
+    """Seconds from a number of seconds or a string with a unit: ``"500ms"``, ``"2s"``, ``"1.5m"``.
+
+    Raises ValueError naming the accepted forms.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a duration; use seconds (2.5) or a string such as \"500ms\"")
+    if isinstance(value, (int, float)):
+        if value < 0 or math.isnan(value):
+            raise ValueError(f"{value!r} is not a duration: it must be a number of seconds >= 0")
+        return float(value)
+    if isinstance(value, str):
+        m = _DURATION_RE.match(value)
+        if m is None:
+            raise ValueError(
+                f"{value!r} is not a duration; write seconds as a number (2.5) or a number with a unit "
+                "(ns, us, ms, s, m, h), e.g. \"500ms\", \"2s\", \"1m\""
+            )
+        return float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+    raise ValueError(f"{value!r} is not a duration; use seconds (2.5) or a string such as \"500ms\"")
+
+
+def format_seconds(seconds: float) -> str:
+    if seconds < 1:
+        return f"{seconds * 1000:g}ms"
+    return f"{seconds:g}s"
+
+
+def wants_evidence(assertion: Assertion, kind: str) -> bool:
+    """Whether a message should carry a rendering of a recorded value: when the rule opted in to
+    that evidence, or when a keyed hash can stand in for it (so alerts group without leaking)."""
+    return assertion.evidence in (kind, EVIDENCE_ALL) or bool(assertion._evidence_key)
+
+
+class EveryCallState:
+    """Per-episode state of a rule that judges every selected call on its own: O(1)."""
+
+    __slots__ = ("first_failure", "checked", "open", "undecided")
+
+    def __init__(self) -> None:
+        self.first_failure: Optional[str] = None  # where the first violation was seen
+        self.checked = 0  # calls judged at their end
+        self.open = 0  # calls started and not yet ended
+        self.undecided = 0  # calls whose needed content was not recorded
+
+    def fail(self, call: ToolCall, message: str) -> Failure:
+        if self.first_failure is None:
+            self.first_failure = call_ref(call)
+        return Failure.at(call, message)
+
+
+def every_call_outcome(state: EveryCallState, episode: EpisodeView, subject: str, what: str) -> Outcome:
+    """The close verdict shared by every-call rules.
+
+    ``subject`` names the calls ("calls of `x`"), ``what`` the property ("ended without error").
+    """
+    if state.first_failure is not None:
+        return Outcome.failed(f"not all {subject} {what}: first violation at {state.first_failure}")
+    if state.open:
+        return Outcome.inconclusive(f"{state.open} of the {subject} had not ended when the episode closed")
+    if state.undecided:
+        return Outcome.inconclusive(
+            f"{state.undecided} of the {subject} could not be judged ({what}): the data was not recorded"
+        )
+    if not episode.decidable:
+        return Outcome.inconclusive(f"no violation in {state.checked} {subject} seen, but {unfinished(episode)}")
+    return Outcome.passed(f"all {state.checked} {subject} {what}")
+
+
+# -- trace_tool_status -----------------------------------------------------------------------------
+
+
+@register
+class ToolStatusAssertion(Assertion):
+    type_name = "trace_tool_status"
+    order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
+    doc = (
+        "Every call of `tool` (or every tool call) must end without error: its span status is not "
+        "ERROR and no `error.type` was recorded. A safety rule: it fails at the offending call, when "
+        "its span ends. Inconclusive when a call had not ended by the time the episode closed, or when "
+        "the episode closed before it finished (evicted, timed out, shut down)."
+    )
+    fields = {
+        "tool": Field({"type": "string", "minLength": 1}, doc="Only calls of this tool (exact name). Default: every call."),
+        "must_succeed": Field(
+            {"const": True}, default=True, doc="Must be `true`: every selected call must end without error."
+        ),
+    }
+
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        self.tool: Optional[str] = values.get("tool")
+        self.tools = tool_scope(self.tool)
+        self.needs = frozenset((NEED_STATUS,))
+
+    def new_state(self) -> EveryCallState:
+        return EveryCallState()
+
+    def on_call_start(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
+        state.open += 1
+        return None
+
+    def on_call_end(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
+        state.open = max(0, state.open - 1)  # an end whose start was not seen must not go negative
+        state.checked += 1
+        if not call_errored(call):
+            return None
+        kind = f" ({call.error_type})" if call.error_type else ""
+        return state.fail(call, f"`{call.name}` ended in error{kind} at {call_ref(call)}; it must succeed")
+
+    def on_close(self, state: EveryCallState, episode: EpisodeView) -> Outcome:
+        return every_call_outcome(state, episode, calls_of(self.tool), "ended without error")
+
+
+# -- trace_tool_duration ---------------------------------------------------------------------------
+
+
+@register
+class ToolDurationAssertion(Assertion):
+    type_name = "trace_tool_duration"
+    order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
+    doc = (
+        "Every call of `tool` (or every tool call) must take at most `max` (seconds, or a string "
+        "such as \"500ms\", \"2s\", \"1m\"), measured from span start to span end. A safety rule: it "
+        "fails at the offending call when its span ends. Inconclusive when a call had not ended by the "
+        "time the episode closed (its duration is unknown), or when the episode closed before it "
+        "finished."
+    )
+    fields = {
+        "tool": Field({"type": "string", "minLength": 1}, doc="Only calls of this tool (exact name). Default: every call."),
+        "max": Field(
+            DURATION_SCHEMA,
+            required=True,
+            doc="Longest allowed call: seconds as a number, or a number with a unit (ns, us, ms, s, m, h).",
+        ),
+    }
+
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        self.tool: Optional[str] = values.get("tool")
+        self.tools = tool_scope(self.tool)
+        self.needs = frozenset((NEED_DURATION,))
+        self.max_s = math.inf
+        try:
+            self.max_s = parse_duration(values.get("max", math.inf))
+        except ValueError as exc:
+            ctx.error("E_CFG_DURATION", str(exc), field="max", hint="e.g. `max: 2.5` or `max: \"500ms\"`")
+
+    def ineffective_reason(self) -> Optional[str]:
+        if math.isinf(self.max_s):
+            return "`max` is infinite, so no call can take longer than it"
+        return None
+
+    def new_state(self) -> EveryCallState:
+        return EveryCallState()
+
+    def on_call_start(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
+        state.open += 1
+        return None
+
+    def on_call_end(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
+        state.open = max(0, state.open - 1)  # an end whose start was not seen must not go negative
+        took = call.duration_s
+        if took is None:
+            state.undecided += 1
+            return None
+        state.checked += 1
+        if took <= self.max_s:
+            return None
+        return state.fail(
+            call,
+            f"`{call.name}` took {format_seconds(took)} at {call_ref(call)}; max {format_seconds(self.max_s)}",
+        )
+
+    def on_close(self, state: EveryCallState, episode: EpisodeView) -> Outcome:
+        return every_call_outcome(state, episode, calls_of(self.tool), f"took at most {format_seconds(self.max_s)}")
+
+
+# -- trace_args_valid ------------------------------------------------------------------------------
+
+
+@register
+class ArgsValidAssertion(Assertion):
+    type_name = "trace_args_valid"
+    order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
+    doc = (
+        "Every recorded call of `tool` must have arguments valid under the JSON Schema `schema`. A "
+        "safety rule: it fails at the offending call as soon as its arguments are known (at span "
+        "start when the instrumentation records them then, else at span end); the message lists the "
+        "violated keywords and their bounds, not the values. Inconclusive when a call's arguments were "
+        "not recorded or could not be parsed (e.g. truncated), when a call had not ended by close, or "
+        "when the episode closed before it finished. A schema that accepts everything is refused."
+    )
+    fields = {
+        "tool": Field({"type": "string", "minLength": 1}, required=True, doc="Exact name of the tool whose calls are checked."),
+        "schema": Field(
+            {"type": ["object", "boolean"]},
+            required=True,
+            doc="JSON Schema (draft from `$schema`, default the latest) the arguments object must satisfy.",
+        ),
+    }
+
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        self.tool: str = values.get("tool") or ""
+        self.schema: Any = values.get("schema", True)
+        self.tools = frozenset((self.tool,))
+        self.needs = frozenset((NEED_ARGUMENTS,))
+        self.validator = ctx.compile_schema(self.schema, field="schema")
+
+    def ineffective_reason(self) -> Optional[str]:
+        if schema_is_vacuous(self.schema):
+            return "`schema` accepts every value, so no arguments can violate it"
+        return None
+
+    def new_state(self) -> EveryCallState:
+        return EveryCallState()
+
+    def _check(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
+        if self.validator is None:
+            return None
+        args = call.arguments
+        problems = validation_messages(self.validator, args)
+        if not problems:
+            return None
+        message = f"`{call.name}` arguments at {call_ref(call)} violate the schema: " + "; ".join(problems)
+        if wants_evidence(self, EVIDENCE_ARGUMENTS):
+            message += f"; arguments: {self.show(args, EVIDENCE_ARGUMENTS)}"
+        return state.fail(call, message)
+
+    def on_call_start(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
+        state.open += 1
+        # Arguments recorded at start let the violation be reported before the tool body runs.
+        if call.arguments_state == CONTENT_OK:
+            return self._check(state, call)
+        return None
+
+    def on_call_end(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
+        state.open = max(0, state.open - 1)  # an end whose start was not seen must not go negative
+        if call.arguments_state != CONTENT_OK:
+            state.undecided += 1
+            return None
+        state.checked += 1
+        # Checked again: the end may carry the arguments (or newer ones). The engine reports one
+        # failure per span, so a call already reported at start is not reported twice.
+        return self._check(state, call)
+
+    def on_close(self, state: EveryCallState, episode: EpisodeView) -> Outcome:
+        subject = calls_of(self.tool)
+        outcome = every_call_outcome(state, episode, subject, "had arguments valid under the schema")
+        if state.undecided and state.first_failure is None and not state.open:
+            outcome.message = (
+                f"{state.undecided} of the {subject} had arguments that were not recorded or could not be "
+                "parsed, so the schema could not be checked"
+            )
+        return outcome
+
+
+__all__ = [
+    "ToolStatusAssertion",
+    "ToolDurationAssertion",
+    "ArgsValidAssertion",
+    "EveryCallState",
+    "call_ref",
+    "call_errored",
+    "parse_duration",
+    "format_seconds",
+    "DURATION_SCHEMA",
+    "wants_evidence",
+    "tool_scope",
+    "unfinished",
+]

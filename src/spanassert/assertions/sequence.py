@@ -1,1 +1,268 @@
-"""(being written)"""
+"""Order of tool calls: ``trace_tool_sequence`` (Assay V1) and ``trace_trajectory`` (understudy modes).
+
+Both compare the episode's tool-name list (in start order) with an expected list, through one of four
+incremental matchers:
+
+- exact: the lists are equal. Fails at the first call that deviates or goes beyond the list.
+- prefix: the episode's first calls are the expected list. Fails at the first deviation; passes once
+  the list is complete, whatever comes after.
+- ordered (understudy ``contains``, Assay ``allow_other_tools: true``): the expected list occurs in
+  order, other calls allowed between (greedy). Passes once complete.
+- subset: every expected tool is called at least once, in any order. Passes once complete.
+
+Each matcher keeps a position (or the set of names still missing): O(rule size), never the episode.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Set
+
+from ..model import EpisodeView, Failure, Outcome, ToolCall
+from .base import Assertion, BuildContext, Field, register
+from .call_checks import call_ref, unfinished
+
+
+class SequenceState:
+    __slots__ = ("pos", "first_failure", "missing")
+
+    def __init__(self, missing: Optional[Set[str]] = None) -> None:
+        self.pos = 0  # expected entries matched so far
+        self.first_failure: Optional[str] = None
+        self.missing = missing  # subset mode: expected names not yet called
+
+
+def _names(names: List[str]) -> str:
+    return "[" + ", ".join(names) + "]"
+
+
+class _Matcher:
+    """One way of comparing the tool-name list with ``expected``."""
+
+    # Whether the matcher must see every call (exact, prefix) or only calls of expected tools.
+    needs_all_calls = False
+
+    def __init__(self, expected: List[str]) -> None:
+        self.expected = list(expected)
+
+    def new_state(self) -> SequenceState:
+        return SequenceState()
+
+    def on_call(self, state: SequenceState, call: ToolCall) -> Optional[str]:
+        raise NotImplementedError
+
+    def on_close(self, state: SequenceState, episode: EpisodeView) -> Outcome:
+        raise NotImplementedError
+
+
+class ExactMatcher(_Matcher):
+    needs_all_calls = True
+
+    def on_call(self, state: SequenceState, call: ToolCall) -> Optional[str]:
+        if state.first_failure is not None:
+            return None
+        n = len(self.expected)
+        pos = state.pos
+        state.pos += 1
+        if pos >= n:
+            if n == 0:
+                return f"`{call.name}` called at {call_ref(call)}; the expected sequence is empty, so no tool may be called"
+            return f"`{call.name}` called at {call_ref(call)}, beyond the {n} call(s) of the exact sequence {_names(self.expected)}"
+        want = self.expected[pos]
+        if call.name != want:
+            return (
+                f"`{call.name}` called at {call_ref(call)}; the exact sequence {_names(self.expected)} "
+                f"expects `{want}` as call {pos + 1} of {n}"
+            )
+        return None
+
+    def on_close(self, state: SequenceState, episode: EpisodeView) -> Outcome:
+        if state.first_failure is not None:
+            return Outcome.failed(f"the calls deviate from {_names(self.expected)} at {state.first_failure}")
+        n = len(self.expected)
+        if state.pos < n:
+            seen = f"{state.pos} of the {n} call(s) of {_names(self.expected)} made; next expected `{self.expected[state.pos]}`"
+            if not episode.decidable:
+                return Outcome.inconclusive(f"{seen}, but {unfinished(episode)}")
+            return Outcome.failed(seen)
+        if not episode.decidable:
+            # More calls could have followed and broken the equality.
+            return Outcome.inconclusive(f"the calls equal {_names(self.expected)} so far, but {unfinished(episode)}")
+        if n == 0:
+            return Outcome.passed("no tool was called")
+        return Outcome.passed(f"the calls are exactly {_names(self.expected)}")
+
+
+class PrefixMatcher(_Matcher):
+    needs_all_calls = True
+
+    def on_call(self, state: SequenceState, call: ToolCall) -> Optional[str]:
+        if state.first_failure is not None or state.pos >= len(self.expected):
+            return None
+        pos = state.pos
+        state.pos += 1
+        want = self.expected[pos]
+        if call.name != want:
+            return (
+                f"`{call.name}` called at {call_ref(call)}; the calls must start with {_names(self.expected)}, "
+                f"which expects `{want}` as call {pos + 1}"
+            )
+        return None
+
+    def on_close(self, state: SequenceState, episode: EpisodeView) -> Outcome:
+        if state.first_failure is not None:
+            return Outcome.failed(f"the calls do not start with {_names(self.expected)}: deviation at {state.first_failure}")
+        n = len(self.expected)
+        if state.pos >= n:
+            return Outcome.passed(f"the calls start with {_names(self.expected)}")
+        seen = f"only {state.pos} of the {n} expected first call(s) {_names(self.expected)} made; next expected `{self.expected[state.pos]}`"
+        if not episode.decidable:
+            return Outcome.inconclusive(f"{seen}, but {unfinished(episode)}")
+        return Outcome.failed(seen)
+
+
+class OrderedMatcher(_Matcher):
+    def on_call(self, state: SequenceState, call: ToolCall) -> Optional[str]:
+        # Greedy: matching the earliest occurrence never loses a subsequence that exists.
+        if state.pos < len(self.expected) and call.name == self.expected[state.pos]:
+            state.pos += 1
+        return None
+
+    def on_close(self, state: SequenceState, episode: EpisodeView) -> Outcome:
+        n = len(self.expected)
+        if state.pos >= n:
+            return Outcome.passed(f"{_names(self.expected)} called in order")
+        after = f" after `{self.expected[state.pos - 1]}`" if state.pos else ""
+        seen = (
+            f"{state.pos} of the {n} tool(s) of {_names(self.expected)} called in order; "
+            f"`{self.expected[state.pos]}` not called{after}"
+        )
+        if not episode.decidable:
+            return Outcome.inconclusive(f"{seen}, but {unfinished(episode)}")
+        return Outcome.failed(seen)
+
+
+class SubsetMatcher(_Matcher):
+    def new_state(self) -> SequenceState:
+        return SequenceState(set(self.expected))
+
+    def on_call(self, state: SequenceState, call: ToolCall) -> Optional[str]:
+        if state.missing:
+            state.missing.discard(call.name)
+        return None
+
+    def on_close(self, state: SequenceState, episode: EpisodeView) -> Outcome:
+        if not state.missing:
+            return Outcome.passed(f"every tool of {_names(self.expected)} called")
+        missing = [name for name in dict.fromkeys(self.expected) if name in state.missing]
+        seen = "never called: " + ", ".join(f"`{m}`" for m in missing)
+        if not episode.decidable:
+            return Outcome.inconclusive(f"{seen} so far, but {unfinished(episode)}")
+        return Outcome.failed(seen)
+
+
+class _OrderAssertion(Assertion):
+    """Drives one matcher; subclasses pick it from their fields."""
+
+    decides_on_close = True
+    matcher: _Matcher
+
+    def _use(self, matcher: _Matcher) -> None:
+        self.matcher = matcher
+        self.tools = None if matcher.needs_all_calls else frozenset(matcher.expected)
+
+    def new_state(self) -> SequenceState:
+        return self.matcher.new_state()
+
+    def on_call_start(self, state: SequenceState, call: ToolCall) -> Optional[Failure]:
+        message = self.matcher.on_call(state, call)
+        if message is None:
+            return None
+        state.first_failure = call_ref(call)
+        return Failure.at(call, message)
+
+    def on_close(self, state: SequenceState, episode: EpisodeView) -> Outcome:
+        return self.matcher.on_close(state, episode)
+
+
+_TOOL_LIST_SCHEMA: Dict[str, Any] = {"type": "array", "items": {"type": "string", "minLength": 1}}
+
+
+@register
+class ToolSequenceAssertion(_OrderAssertion):
+    type_name = "trace_tool_sequence"
+    doc = (
+        "With `allow_other_tools: true`, the tools in `sequence` must be called in that order, other "
+        "calls allowed between (an ordered subsequence); it passes as soon as the last one is called. "
+        "With `allow_other_tools: false`, the episode's tool calls must be exactly `sequence` (an empty "
+        "sequence means no tool call at all); it fails at the start of the first call that deviates "
+        "from it or goes beyond it, and at close when calls are missing. Inconclusive when the episode "
+        "closed before it finished and the result was not yet certain. An empty sequence with "
+        "`allow_other_tools: true` is refused (cannot fail)."
+    )
+    fields = {
+        "sequence": Field(_TOOL_LIST_SCHEMA, required=True, doc="Tool names, in the order they must be called."),
+        "allow_other_tools": Field(
+            {"type": "boolean"},
+            required=True,
+            doc="Required. `true`: other calls may come between (ordered subsequence); `false`: the calls must equal `sequence` exactly.",
+        ),
+    }
+
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        self.sequence: List[str] = list(values.get("sequence") or [])
+        self.allow_other_tools: bool = bool(values.get("allow_other_tools"))
+        self._use(OrderedMatcher(self.sequence) if self.allow_other_tools else ExactMatcher(self.sequence))
+
+    def ineffective_reason(self) -> Optional[str]:
+        if self.allow_other_tools and not self.sequence:
+            return "an empty `sequence` with `allow_other_tools: true` is found in every episode"
+        return None
+
+
+TRAJECTORY_MODES = ("exact", "prefix", "contains", "subset")
+
+
+@register
+class TrajectoryAssertion(_OrderAssertion):
+    type_name = "trace_trajectory"
+    doc = (
+        "Compares the episode's tool calls with `expected` by `mode`: `exact` (the same list), `prefix` "
+        "(the calls start with `expected`), `contains` (`expected` occurs in order, other calls allowed "
+        "between) or `subset` (every expected tool is called, any order). `exact` and `prefix` fail at "
+        "the start of the first call that deviates (or, for `exact`, goes beyond the list); every mode "
+        "fails at close when expected calls are missing, and `prefix`, `contains` and `subset` pass as "
+        "soon as they are met. Inconclusive when the episode closed before it finished and the result "
+        "was not yet certain. An empty `expected` means no calls in `exact` mode and is refused in the "
+        "others (cannot fail)."
+    )
+    fields = {
+        "expected": Field(_TOOL_LIST_SCHEMA, required=True, doc="The expected tool names, in order (order is ignored by `subset`)."),
+        "mode": Field(
+            {"enum": list(TRAJECTORY_MODES)},
+            default="exact",
+            doc="How `expected` is compared: exact, prefix, contains or subset. Default: exact.",
+        ),
+    }
+
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        self.expected: List[str] = list(values.get("expected") or [])
+        self.mode: str = values.get("mode") or "exact"
+        matchers = {"exact": ExactMatcher, "prefix": PrefixMatcher, "contains": OrderedMatcher, "subset": SubsetMatcher}
+        self._use(matchers.get(self.mode, ExactMatcher)(self.expected))
+
+    def ineffective_reason(self) -> Optional[str]:
+        if not self.expected and self.mode != "exact":
+            return f"an empty `expected` in `{self.mode}` mode is met by every episode"
+        return None
+
+
+__all__ = [
+    "ToolSequenceAssertion",
+    "TrajectoryAssertion",
+    "ExactMatcher",
+    "PrefixMatcher",
+    "OrderedMatcher",
+    "SubsetMatcher",
+    "TRAJECTORY_MODES",
+]

@@ -1,1 +1,122 @@
-"""(being written)"""
+"""Budgets: ``trace_max_steps`` (Assay V1) and ``trace_max_tool_calls``.
+
+Both are safety rules on a running count: they fail at the step or call that goes over the bound,
+once per episode (the calls after it are over too, but one report says it). The count is the state.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+from ..model import EpisodeView, Failure, Outcome, ToolCall
+from .base import NEED_STEPS, Assertion, BuildContext, Field, register
+from .call_checks import call_ref, calls_of, tool_scope, unfinished
+
+# Assay treats a bound of u32::MAX as "no bound": no episode reaches it.
+UNREACHABLE_BOUND = 2**32 - 1
+
+
+class CountState:
+    __slots__ = ("count", "over")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.over = False
+
+
+@register
+class MaxStepsAssertion(Assertion):
+    type_name = "trace_max_steps"
+    doc = (
+        "The episode may take at most `max` steps, a step being a model call or a tool call (agent "
+        "and workflow spans are not steps). A safety rule: it fails at the step that goes over `max`, "
+        "once per episode. Inconclusive when the episode closed before it finished (evicted, timed "
+        "out, shut down) without going over: later steps could have. A `max` of 4294967295 or more is "
+        "refused (cannot fail)."
+    )
+    fields = {
+        "max": Field({"type": "integer", "minimum": 0}, required=True, doc="Most steps (model calls + tool calls) allowed."),
+    }
+
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        self.max: int = values.get("max", UNREACHABLE_BOUND)
+        # Steps arrive through on_step (the engine counts tool calls there too), not as calls.
+        self.tools = frozenset()
+        self.needs = frozenset((NEED_STEPS,))
+        self.wants_steps = True
+
+    def ineffective_reason(self) -> Optional[str]:
+        if self.max >= UNREACHABLE_BOUND:
+            return f"`max: {self.max}` is a bound no episode reaches"
+        return None
+
+    def new_state(self) -> CountState:
+        return CountState()
+
+    def on_step(self, state: CountState, episode: EpisodeView) -> Optional[Failure]:
+        state.count = episode.step_count
+        if state.over or state.count <= self.max:
+            return None
+        state.over = True
+        # The engine knows which span made this step and attaches it.
+        return Failure(f"step #{state.count} goes over the limit; max {self.max} steps")
+
+    def on_close(self, state: CountState, episode: EpisodeView) -> Outcome:
+        steps = max(state.count, episode.step_count)
+        seen = f"{steps} step(s); max {self.max}"
+        if state.over or steps > self.max:
+            return Outcome.failed(seen)
+        if not episode.decidable:
+            return Outcome.inconclusive(f"{seen} so far, but {unfinished(episode)}")
+        return Outcome.passed(seen)
+
+
+@register
+class MaxToolCallsAssertion(Assertion):
+    type_name = "trace_max_tool_calls"
+    doc = (
+        "The episode may contain at most `max` calls of `tool` (or tool calls of any name when `tool` "
+        "is not given). A safety rule: it fails at the start of the call that goes over `max`, once per "
+        "episode. Inconclusive when the episode closed before it finished without going over. A `max` "
+        "of 4294967295 or more is refused (cannot fail)."
+    )
+    fields = {
+        "max": Field({"type": "integer", "minimum": 0}, required=True, doc="Most calls allowed (0: the tool must not be called)."),
+        "tool": Field({"type": "string", "minLength": 1}, doc="Count only calls of this tool (exact name). Default: every call."),
+    }
+
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        self.max: int = values.get("max", UNREACHABLE_BOUND)
+        self.tool: Optional[str] = values.get("tool")
+        self.tools = tool_scope(self.tool)
+
+    def ineffective_reason(self) -> Optional[str]:
+        if self.max >= UNREACHABLE_BOUND:
+            return f"`max: {self.max}` is a bound no episode reaches"
+        return None
+
+    def new_state(self) -> CountState:
+        return CountState()
+
+    def on_call_start(self, state: CountState, call: ToolCall) -> Optional[Failure]:
+        if self.tool is not None and call.name != self.tool:
+            return None
+        state.count += 1
+        if state.over or state.count <= self.max:
+            return None
+        state.over = True
+        return Failure.at(
+            call, f"`{call.name}` called at {call_ref(call)} is call {state.count} of {calls_of(self.tool)}; max {self.max}"
+        )
+
+    def on_close(self, state: CountState, episode: EpisodeView) -> Outcome:
+        seen = f"{state.count} {calls_of(self.tool)}; max {self.max}"
+        if state.over:
+            return Outcome.failed(seen)
+        if not episode.decidable:
+            return Outcome.inconclusive(f"{seen} so far, but {unfinished(episode)}")
+        return Outcome.passed(seen)
+
+
+__all__ = ["MaxStepsAssertion", "MaxToolCallsAssertion", "UNREACHABLE_BOUND"]

@@ -1,1 +1,205 @@
-"""(being written)"""
+"""Required and forbidden tools: ``trace_must_call_tool`` and ``trace_must_not_call_tool`` (Assay V1).
+
+Both select calls by exact tool name, optionally narrowed by ``args_match`` (an AND of
+``argument -> regex``, see :mod:`.selectors`). A forbidden tool is a safety rule and fails the
+moment the offending span starts (or, with ``args_match``, as soon as its arguments are known); a
+required tool is a liveness rule and is decided when the episode closes.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+from ..model import CONTENT_MISSING, EpisodeView, Failure, Outcome, ToolCall
+from .base import (
+    EVIDENCE_ARGUMENTS,
+    NEED_ARGUMENTS,
+    Assertion,
+    BuildContext,
+    Field,
+    register,
+)
+from .call_checks import call_ref, unfinished, wants_evidence
+from .selectors import ARGS_MATCH_SCHEMA, ArgsMatch, CallSelector
+
+_TOOL_FIELD_SCHEMA: Dict[str, Any] = {"type": "string"}
+_ARGS_MATCH_RULE = (
+    "`{argument: regex}`, every regex searched (unanchored) in that argument's value (non-strings as "
+    "JSON); a missing argument is no match."
+)
+
+
+class MustCallState:
+    __slots__ = ("count", "open", "undecided")
+
+    def __init__(self) -> None:
+        self.count = 0  # calls that matched
+        self.open = 0  # name-matching calls whose arguments are still to come (args_match only)
+        self.undecided = 0  # name-matching calls whose arguments were never recorded
+
+
+@register
+class MustCallToolAssertion(Assertion):
+    type_name = "trace_must_call_tool"
+    decides_on_close = True
+    doc = (
+        "The episode must contain at least `min_calls` calls of `tool` (exact name), optionally only "
+        "calls whose arguments match `args_match`. Errored calls count. A liveness rule: decided when "
+        "the episode closes, and passed as soon as the count is reached. Inconclusive when the episode "
+        "closed before it finished (evicted, timed out, shut down) with the count not yet reached, or "
+        "when calls of the tool had unrecorded arguments that could have made up the shortfall."
+    )
+    fields = {
+        "tool": Field(_TOOL_FIELD_SCHEMA, required=True, doc="Exact name of the tool that must be called."),
+        "min_calls": Field(
+            {"type": "integer", "minimum": 0}, default=1, doc="Fewest calls required. Default 1; 0 is refused (cannot fail)."
+        ),
+        "args_match": Field(ARGS_MATCH_SCHEMA, doc="Count only calls whose arguments match " + _ARGS_MATCH_RULE),
+    }
+
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        self.tool: str = values.get("tool") or ""
+        self.min_calls: int = values.get("min_calls", 1)
+        self.selector = CallSelector(self.tool, ArgsMatch.build(values.get("args_match"), ctx, "args_match"))
+        self.tools = frozenset((self.tool,))
+        self.needs = frozenset((NEED_ARGUMENTS,)) if self.selector.args_match is not None else frozenset()
+
+    def ineffective_reason(self) -> Optional[str]:
+        if not self.tool:
+            return "`tool` is empty, and no call has an empty name"
+        if self.min_calls <= 0:
+            return "`min_calls: 0` holds for every episode, including one that never calls the tool"
+        return None
+
+    def new_state(self) -> MustCallState:
+        return MustCallState()
+
+    def on_call_start(self, state: MustCallState, call: ToolCall) -> Optional[Failure]:
+        if not self.selector.name_matches(call):
+            return None
+        if self.selector.args_match is None:
+            # The name is known at start: the call counts even if its span never ends.
+            state.count += 1
+        else:
+            state.open += 1
+        return None
+
+    def on_call_end(self, state: MustCallState, call: ToolCall) -> Optional[Failure]:
+        if self.selector.args_match is None or not self.selector.name_matches(call):
+            return None
+        state.open = max(0, state.open - 1)  # an end whose start was not seen must not go negative
+        if not self.selector.decidable(call):
+            state.undecided += 1
+        elif self.selector.matches(call):
+            state.count += 1
+        return None
+
+    def on_close(self, state: MustCallState, episode: EpisodeView) -> Outcome:
+        what = str(self.selector)
+        seen = f"`{what}` called {state.count} time(s); min_calls {self.min_calls}"
+        if state.count >= self.min_calls:
+            return Outcome.passed(seen)
+        if not episode.decidable:
+            return Outcome.inconclusive(f"{seen}, but {unfinished(episode)}")
+        unknown = state.undecided + state.open
+        if unknown and state.count + unknown >= self.min_calls:
+            return Outcome.inconclusive(
+                f"{seen}; {unknown} more call(s) of `{self.tool}` had arguments that were not recorded, "
+                "so whether they match could not be decided"
+            )
+        return Outcome.failed(seen)
+
+
+class MustNotCallState:
+    __slots__ = ("first_failure", "open", "undecided")
+
+    def __init__(self) -> None:
+        self.first_failure: Optional[str] = None
+        self.open = 0  # name-matching calls started, not ended (args_match only)
+        self.undecided = 0  # name-matching calls whose arguments were never recorded
+
+
+@register
+class MustNotCallToolAssertion(Assertion):
+    type_name = "trace_must_not_call_tool"
+    order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
+    doc = (
+        "The episode must contain no call of `tool` (exact name); with `args_match`, no call of it "
+        "whose arguments match. A safety rule: without `args_match` it fails at the offending span's "
+        "start, before the tool body runs; with `args_match` as soon as the arguments are known (span "
+        "start when recorded then, else span end). Inconclusive when a call of the tool had unrecorded "
+        "arguments (so the match could not be decided), or when the episode closed before it finished."
+    )
+    fields = {
+        "tool": Field(_TOOL_FIELD_SCHEMA, required=True, doc="Exact name of the forbidden tool."),
+        "args_match": Field(ARGS_MATCH_SCHEMA, doc="Forbid only calls whose arguments match " + _ARGS_MATCH_RULE),
+    }
+
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        self.tool: str = values.get("tool") or ""
+        self.selector = CallSelector(self.tool, ArgsMatch.build(values.get("args_match"), ctx, "args_match"))
+        self.tools = frozenset((self.tool,))
+        self.needs = frozenset((NEED_ARGUMENTS,)) if self.selector.args_match is not None else frozenset()
+
+    def ineffective_reason(self) -> Optional[str]:
+        if not self.tool:
+            return "`tool` is empty, and no call has an empty name"
+        return None
+
+    def new_state(self) -> MustNotCallState:
+        return MustNotCallState()
+
+    def _forbidden(self, state: MustNotCallState, call: ToolCall) -> Failure:
+        if self.selector.args_match is None:
+            message = f"`{call.name}` called at {call_ref(call)}; it must not be called"
+        else:
+            message = (
+                f"`{call.name}` called at {call_ref(call)} with arguments matching "
+                f"{self.selector.args_match.describe()}; such calls are forbidden"
+            )
+            if wants_evidence(self, EVIDENCE_ARGUMENTS):
+                message += f"; arguments: {self.show(call.arguments, EVIDENCE_ARGUMENTS)}"
+        if state.first_failure is None:
+            state.first_failure = call_ref(call)
+        return Failure.at(call, message)
+
+    def on_call_start(self, state: MustNotCallState, call: ToolCall) -> Optional[Failure]:
+        if not self.selector.name_matches(call):
+            return None
+        if self.selector.args_match is None:
+            return self._forbidden(state, call)
+        state.open += 1
+        if call.arguments_state != CONTENT_MISSING and self.selector.matches(call):
+            return self._forbidden(state, call)
+        return None
+
+    def on_call_end(self, state: MustNotCallState, call: ToolCall) -> Optional[Failure]:
+        if self.selector.args_match is None or not self.selector.name_matches(call):
+            return None
+        state.open = max(0, state.open - 1)  # an end whose start was not seen must not go negative
+        if not self.selector.decidable(call):
+            state.undecided += 1
+            return None
+        # Judged again at end: the end may carry the arguments. One failure per span is reported.
+        if self.selector.matches(call):
+            return self._forbidden(state, call)
+        return None
+
+    def on_close(self, state: MustNotCallState, episode: EpisodeView) -> Outcome:
+        what = str(self.selector)
+        if state.first_failure is not None:
+            return Outcome.failed(f"`{what}` called at {state.first_failure}; it must not be called")
+        if state.undecided:
+            return Outcome.inconclusive(
+                f"{state.undecided} call(s) of `{self.tool}` had arguments that were not recorded, so "
+                f"whether they are `{what}` could not be decided"
+            )
+        if state.open:
+            return Outcome.inconclusive(f"{state.open} call(s) of `{self.tool}` had not ended when the episode closed")
+        if not episode.decidable:
+            return Outcome.inconclusive(f"`{what}` not called so far, but {unfinished(episode)}")
+        return Outcome.passed(f"`{what}` not called")
+
+
+__all__ = ["MustCallToolAssertion", "MustNotCallToolAssertion"]

@@ -1,1 +1,107 @@
-"""(being written)"""
+"""``trace_tool_result``: Reelier-style property checks on what each call of a tool returned.
+
+The ``assert`` lines are parsed at load (:mod:`.result_grammar`); a line outside the grammar is a load
+error. Every line is evaluated on every call of the tool when its span ends, and all the lines that
+fail on one call are reported together in one violation (soft within the call).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from ..model import EpisodeView, Failure, Outcome, ToolCall
+from .base import (
+    EVIDENCE_RESULT,
+    NEED_RESULT,
+    NEED_STATUS,
+    Assertion,
+    BuildContext,
+    Field,
+    register,
+)
+from .call_checks import EveryCallState, call_ref, every_call_outcome
+from .result_grammar import (
+    FAILED,
+    FORMS,
+    UNDECIDED,
+    ResultCheck,
+    ResultView,
+    compile_result_checks,
+)
+
+
+@register
+class ToolResultAssertion(Assertion):
+    type_name = "trace_tool_result"
+    order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
+    doc = (
+        "Every call of `tool` must return a result that satisfies every line of `assert`, written in "
+        "Reelier's result grammar (`status == ok`, `body contains \"text\"`, `json.items is array`, "
+        "`json.id matches /^usr_/`, `json.items length >= 1`, `json.total == 3`). A safety rule: it "
+        "fails at the offending call when its span ends, listing every line that failed there "
+        "(observed values shown only with `evidence: result`). Inconclusive when a line needs data "
+        "that was not recorded (no result, a truncated result, no numeric status in it), when a call "
+        "had not ended by close, or when the episode closed before it finished."
+    )
+    fields = {
+        "tool": Field({"type": "string", "minLength": 1}, required=True, doc="Exact name of the tool whose results are checked."),
+        "assert": Field(
+            {"type": "array", "items": {"type": "string"}},
+            required=True,
+            doc="Result assertions, one per line, each one of: " + FORMS + ".",
+        ),
+    }
+
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        self.tool: str = values.get("tool") or ""
+        self.lines: List[str] = list(values.get("assert") or [])
+        self.checks: List[ResultCheck] = compile_result_checks(self.lines, ctx, "assert")
+        self.tools = frozenset((self.tool,))
+        needs = {NEED_RESULT}
+        if any(c.reads_status for c in self.checks):
+            needs.add(NEED_STATUS)
+        self.needs = frozenset(needs)
+
+    def ineffective_reason(self) -> Optional[str]:
+        if not self.lines:
+            return "`assert` is empty, so every result satisfies it"
+        return None
+
+    def new_state(self) -> EveryCallState:
+        return EveryCallState()
+
+    def _show(self, value: Any) -> str:
+        return self.show(value, EVIDENCE_RESULT)
+
+    def on_call_start(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
+        state.open += 1
+        return None
+
+    def on_call_end(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
+        state.open = max(0, state.open - 1)  # an end whose start was not seen must not go negative
+        view = ResultView.of(call)
+        failed: List[str] = []
+        undecided = False
+        for check in self.checks:
+            verdict, observed = check.check(call, view, self._show)
+            if verdict == FAILED:
+                failed.append(f"`{check.line.strip()}` ({observed})" if observed else f"`{check.line.strip()}`")
+            elif verdict == UNDECIDED:
+                undecided = True
+        if failed:
+            return state.fail(
+                call,
+                f"`{call.name}` result at {call_ref(call)} failed {len(failed)} of {len(self.checks)} "
+                "assertion(s): " + "; ".join(failed),
+            )
+        if undecided:
+            state.undecided += 1
+        else:
+            state.checked += 1
+        return None
+
+    def on_close(self, state: EveryCallState, episode: EpisodeView) -> Outcome:
+        return every_call_outcome(state, episode, f"calls of `{self.tool}`", "returned results satisfying `assert`")
+
+
+__all__ = ["ToolResultAssertion"]
