@@ -203,6 +203,11 @@ def register_expected(cls: Type[Assertion]) -> Type[Assertion]:
     return cls
 
 
+def call_ref(call: ToolCall) -> str:
+    """How a message names a call: its 1-based position in the episode and its span."""
+    return f"call #{call.index + 1}" + (f" (span {call.span_id})" if call.span_id else "")
+
+
 def failures_of(items: Iterable[Optional[Failure]]) -> List[Failure]:
     return [f for f in items if f is not None]
 
@@ -211,6 +216,7 @@ __all__ = [
     "Assertion",
     "BuildContext",
     "Field",
+    "call_ref",
     "COMMON_FIELDS",
     "ASSERTION_TYPES",
     "EXPECTED_TYPES",

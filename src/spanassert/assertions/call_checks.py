@@ -14,7 +14,8 @@ import re
 from typing import Any, Dict, FrozenSet, Optional, Union
 
 from ..model import CONTENT_OK, STATUS_ERROR, EpisodeView, Failure, Outcome, ToolCall
-from .base import (
+from .base import (  # noqa: F401 - call_ref is re-exported
+    call_ref,
     EVIDENCE_ALL,
     EVIDENCE_ARGUMENTS,
     NEED_ARGUMENTS,
@@ -30,12 +31,6 @@ from .schema_util import schema_is_vacuous, validation_messages
 # -- shared helpers --------------------------------------------------------------------------------
 
 
-def call_ref(call: ToolCall) -> str:
-    """How a message names a call: its 1-based position in the episode and its span."""
-    where = f"call #{call.index + 1}"
-    if call.span_id:
-        where += f" (span {call.span_id})"
-    return where
 
 
 def call_errored(call: ToolCall) -> bool:

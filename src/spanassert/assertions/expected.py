@@ -21,7 +21,8 @@ import re
 from typing import Any, Callable, Deque, Dict, FrozenSet, List, Mapping, Optional, Sequence
 
 from ..model import CONTENT_MISSING, CONTENT_OK, MISSING, EpisodeView, Failure, Outcome, ToolCall
-from .base import (
+from .base import (  # noqa: F401 - call_ref is re-exported
+    call_ref,
     EVIDENCE_ARGUMENTS,
     EVIDENCE_RESULT,
     NEED_ARGUMENTS,
@@ -60,9 +61,6 @@ _SCHEMA_KEYWORDS = frozenset({
 })
 
 
-def call_ref(call: ToolCall) -> str:
-    """How a message names a call: its 1-based position in the episode and its span."""
-    return f"call #{call.index + 1}" + (f" (span {call.span_id})" if call.span_id else "")
 
 
 def given(values: Mapping[str, Any], key: str) -> bool:
