@@ -8,11 +8,11 @@ the open episodes, not by file size.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from .assembly import TraceBuffer, feed_trace
 from .config.model import Config
-from .engine import Engine, Sink
+from .engine import Engine, Sink, SpanOutcome
 from .model import CloseReason, SpanRecord, Verdict
 from .results import EpisodeResult, Violation
 
@@ -22,6 +22,9 @@ REPORT_SCHEMA = "spanassert.replay.v1"
 # spans in end order, usually in one or a few batches, so a small window suffices; spans arriving
 # later are judged as late spans, as the live processor judges them.
 DEFAULT_SETTLE_SPANS = 20_000
+
+# How often (in spans read) replay_many reports progress.
+PROGRESS_EVERY = 1000
 
 
 class RuleCoverage:
@@ -51,6 +54,8 @@ class Report:
         self.unreadable_spans = 0
         self.late_spans = 0
         self.overflows: Dict[str, int] = {}
+        # (trace id, span id) -> input location ("file.jsonl:12") of spans that carry a violation.
+        self.sources: Optional[Dict[Tuple[str, str], str]] = {}
         self.coverage: Dict[tuple, RuleCoverage] = {}
         for t in config.tests:
             for a in t.trace_assertions:
@@ -96,8 +101,18 @@ class Report:
             "episodes": [ep.to_dict() for ep in self.episodes],
             "coverage": [c.to_dict() for c in self.coverage.values()],
             "violations": [v.to_dict() for v in self.violations],
-            "issues": [i.to_dict() if hasattr(i, "to_dict") else str(i) for i in self.issues],
+            "issues": [_issue_dict(i) for i in self.issues],
+            "overflows": dict(self.overflows),
         }
+
+
+def _issue_dict(issue: Any) -> Dict[str, Any]:
+    """An input issue as data (``InputIssue`` is a NamedTuple)."""
+    if hasattr(issue, "to_dict"):
+        return dict(issue.to_dict())
+    if hasattr(issue, "_asdict"):
+        return dict(issue._asdict())
+    return {"file": None, "line": None, "offset": None, "reason": str(issue), "severity": "error"}
 
 
 class _ReportSink(Sink):
@@ -127,6 +142,73 @@ class _ReportSink(Sink):
         self.report.overflows[kind] = self.report.overflows.get(kind, 0) + 1
 
 
+class _Run:
+    """One rules file's engine and trace buffer; several runs can share one pass over the input."""
+
+    __slots__ = ("report", "engine", "buffer")
+
+    def __init__(self, report: Report, settle_spans: int,
+                 on_episode: Optional[Callable[[EpisodeResult], None]]) -> None:
+        config = report.config
+        self.report = report
+        self.engine = Engine(config, _ReportSink(report, on_episode))
+        self.buffer = TraceBuffer(settle=settle_spans, max_traces=max(config.episodes.max_open, 1) * 4)
+
+    def _feed(self, trace: List[SpanRecord]) -> None:
+        sources = self.report.sources
+        if sources is None:
+            feed_trace(self.engine, trace)
+            return
+
+        def remember(record: SpanRecord, outcome: SpanOutcome) -> None:
+            # Reports point at the input line of the offending span (SARIF physicalLocation).
+            if outcome.violations and record.source:
+                sources[(record.trace_id, record.span_id)] = record.source
+
+        feed_trace(self.engine, trace, remember)
+
+    def add(self, record: SpanRecord) -> None:
+        self.report.spans_read += 1
+        for trace in self.buffer.add(record):
+            self._feed(trace)
+
+    def finish(self) -> None:
+        for trace in self.buffer.drain():
+            self._feed(trace)
+        self.engine.close_all(CloseReason.END_OF_INPUT)
+        if self.buffer.overflowed:
+            self.report.overflows["spans_per_trace"] = self.buffer.overflowed
+
+
+def replay_many(
+    configs: Sequence[Config],
+    records: Iterable[SpanRecord],
+    *,
+    settle_spans: int = DEFAULT_SETTLE_SPANS,
+    on_episode: Optional[Callable[[EpisodeResult], None]] = None,
+    reports: Optional[Sequence[Report]] = None,
+    on_progress: Optional[Callable[[Report], None]] = None,
+) -> List[Report]:
+    """Replay one stream of spans under several rules files at once (backtesting a rule change
+    reads the input once). ``on_episode`` sees the first config's episodes; ``on_progress`` gets
+    the first report every :data:`PROGRESS_EVERY` spans."""
+    if reports is None:
+        reports = [Report(c) for c in configs]
+    runs = [_Run(rep, settle_spans, on_episode if i == 0 else None) for i, rep in enumerate(reports)]
+    n = 0
+    for r in records:
+        for run in runs:
+            run.add(r)
+        n += 1
+        if on_progress is not None and n % PROGRESS_EVERY == 0:
+            on_progress(reports[0])
+    for run in runs:
+        run.finish()
+    if on_progress is not None and reports:
+        on_progress(reports[0])
+    return list(reports)
+
+
 def replay_records(
     config: Config,
     records: Iterable[SpanRecord],
@@ -136,19 +218,35 @@ def replay_records(
     report: Optional[Report] = None,
 ) -> Report:
     """Replay already-decoded spans (the core of :func:`replay`)."""
-    report = report or Report(config)
-    engine = Engine(config, _ReportSink(report, on_episode))
-    buffer = TraceBuffer(settle=settle_spans, max_traces=max(config.episodes.max_open, 1) * 4)
-    for r in records:
-        report.spans_read += 1
-        for trace in buffer.add(r):
-            feed_trace(engine, trace)
-    for trace in buffer.drain():
-        feed_trace(engine, trace)
-    engine.close_all(CloseReason.END_OF_INPUT)
-    if buffer.overflowed:
-        report.overflows["spans_per_trace"] = buffer.overflowed
-    return report
+    return replay_many([config], records, settle_spans=settle_spans, on_episode=on_episode,
+                       reports=[report or Report(config)])[0]
+
+
+def replay_paths(
+    configs: Sequence[Config],
+    paths: Sequence[Union[str, "os.PathLike[str]"]],
+    *,
+    strict: bool = False,
+    settle_spans: int = DEFAULT_SETTLE_SPANS,
+    on_episode: Optional[Callable[[EpisodeResult], None]] = None,
+    on_issue: Optional[Callable[[Any], None]] = None,
+    on_progress: Optional[Callable[[Report], None]] = None,
+) -> List[Report]:
+    """Read exported files once and replay them under each config. Input issues go to every
+    report. With ``strict`` the first bad input raises :class:`spanassert.otlp.OTLPInputError`."""
+    from .otlp import read_spans
+
+    reports = [Report(c) for c in configs]
+
+    def issue(i: Any) -> None:
+        for rep in reports:
+            rep.issues.append(i)
+        if on_issue is not None:
+            on_issue(i)
+
+    records = read_spans(list(paths), on_issue=issue, strict=strict)
+    return replay_many(configs, records, settle_spans=settle_spans, on_episode=on_episode, reports=reports,
+                       on_progress=on_progress)
 
 
 def replay(
@@ -161,18 +259,9 @@ def replay(
     on_issue: Optional[Callable[[Any], None]] = None,
 ) -> Report:
     """Re-check exported telemetry against a rules file; the verdicts are the live processor's."""
-    from .otlp import read_spans
-
     if not isinstance(config, Config):
         from .config import load_config
 
         config = load_config(config)
-    report = Report(config)
-
-    def issue(i: Any) -> None:
-        report.issues.append(i)
-        if on_issue is not None:
-            on_issue(i)
-
-    records = read_spans(list(paths), on_issue=issue, strict=strict)
-    return replay_records(config, records, settle_spans=settle_spans, on_episode=on_episode, report=report)
+    return replay_paths([config], paths, strict=strict, settle_spans=settle_spans, on_episode=on_episode,
+                        on_issue=on_issue)[0]

@@ -1,0 +1,233 @@
+"""``spanassert replay``: re-check exported telemetry against today's rules.
+
+Plugs into :mod:`spanassert.cli` the same way as the other subcommands
+(``add_replay_command(subparsers)`` declares the arguments, ``run_replay(args)`` does the work).
+
+Exit codes: 0 no failed verdict, 1 at least one failed verdict (shadow-mode tests never fail the
+run; ``--fail-on-inconclusive`` counts inconclusive as failed), 2 a config, input or usage error.
+Nothing here ends in a traceback: every error is one line saying what, where and how to fix it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any, List, Optional, TextIO
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+PROG = "spanassert replay"
+
+
+def add_replay_command(sub: Any) -> None:
+    from .replay import DEFAULT_SETTLE_SPANS
+
+    p = sub.add_parser(
+        "replay",
+        help="re-check exported OTLP trace files against a rules file",
+        description="Re-check exported telemetry (OTLP JSON Lines, OTLP JSON, protobuf, length-prefixed frames, "
+                    "gzip/zstd) against a rules file, with the verdicts the live processor gives. "
+                    "Exit 0 when no verdict failed, 1 when one did, 2 on a config or input error.",
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="input files, directories (read recursively), glob patterns, or - for stdin")
+    p.add_argument("--config", "-c", required=True, metavar="RULES", help="the rules file (YAML)")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="stdout format: text summary (default) or the JSON report (schema spanassert.replay.v1)")
+    p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report to FILE")
+    p.add_argument("--sarif", metavar="FILE", help="also write a SARIF 2.1.0 report to FILE")
+    p.add_argument("--fail-on-inconclusive", action="store_true",
+                   help="count inconclusive verdicts as failures (exit 1)")
+    p.add_argument("--skip-invalid", action="store_true",
+                   help="report malformed input lines but do not exit 2 because of them")
+    p.add_argument("--strict", action="store_true", help="stop at the first malformed input line (exit 2)")
+    p.add_argument("--allow-ineffective-assertions", action="store_true",
+                   help="keep assertions that cannot fail instead of refusing the rules file")
+    p.add_argument("--baseline-config", metavar="OLD_RULES",
+                   help="also judge the same spans with OLD_RULES and list the episodes whose verdicts differ; "
+                        "the exit code follows --config")
+    p.add_argument("--settle-spans", type=_positive_int, default=DEFAULT_SETTLE_SPANS, metavar="N",
+                   help=f"spans read after a trace's root before the trace is judged complete "
+                        f"(default {DEFAULT_SETTLE_SPANS}); raise it when one trace's spans are far apart in the input")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="text output lists only failed and inconclusive results; no progress")
+    p.set_defaults(func=run_replay)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _stream(stream: TextIO) -> TextIO:
+    # Never die on a console that cannot show ✓/✗.
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is not None:
+        try:
+            reconfigure(errors="replace")
+        except (ValueError, OSError):
+            pass
+    return stream
+
+
+def _error(message: str) -> int:
+    _stream(sys.stderr).write(f"{PROG}: error: {message}\n")
+    return EXIT_ERROR
+
+
+class _Progress:
+    """Spans read and episodes decided, redrawn on one stderr line, only for a human watching."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.last = 0.0
+        self.drawn = False
+
+    def __call__(self, report: Any) -> None:
+        now = time.monotonic()
+        if not self.enabled or now - self.last < 0.2:
+            return
+        self.last = now
+        sys.stderr.write(f"\r{PROG}: {report.spans_read} spans read, {len(report.episodes)} episodes decided")
+        sys.stderr.flush()
+        self.drawn = True
+
+    def clear(self) -> None:
+        if self.drawn:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def _load(path: str, option: str, allow_ineffective: bool) -> Any:
+    """The config, or None after printing every problem (the caller exits 2)."""
+    from .config import load_config
+    from .model import ConfigError
+
+    if not os.path.exists(path):
+        _error(f"{option} {path}: no such file; pass the path of a rules file")
+        return None
+    try:
+        return load_config(path, allow_ineffective_assertions=allow_ineffective)
+    except ConfigError as exc:
+        err = _stream(sys.stderr)
+        for d in exc.diagnostics:
+            err.write(d.format() + "\n")
+        errors = sum(1 for d in exc.diagnostics if d.severity == "error") or 1
+        _error(f"{option} {path}: the rules file has {errors} error{'s' if errors != 1 else ''} (listed above); "
+               f"fix them (`spanassert validate {path}` checks the file alone)")
+        return None
+
+
+def _write(path: str, data: bytes, option: str) -> Optional[int]:
+    try:
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+    except OSError as exc:
+        return _error(f"{option} {path}: cannot write the report ({exc.strerror or exc}); "
+                      "pass a writable path")
+    return None
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        sys.stderr.write(f"\n{PROG}: interrupted\n")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # stdout closed early (e.g. piped into head): nothing left to say.
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return EXIT_ERROR
+    except Exception as exc:  # noqa: BLE001 - a bug must still end in one line, not a traceback
+        if os.environ.get("SPANASSERT_DEBUG"):
+            raise
+        return _error(f"internal error: {type(exc).__name__}: {exc}; please report it with the command line used "
+                      "(set SPANASSERT_DEBUG=1 to see the traceback)")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .otlp import OTLPInputError
+    from .replay import replay_paths
+    from .report import baseline_diff, render_junit, render_sarif, render_text, report_document
+
+    config = _load(args.config, "--config", args.allow_ineffective_assertions)
+    if config is None:
+        return EXIT_ERROR
+    configs: List[Any] = [config]
+    if args.baseline_config:
+        old = _load(args.baseline_config, "--baseline-config", True)
+        if old is None:
+            return EXIT_ERROR
+        configs.append(old)
+
+    err = _stream(sys.stderr)
+    progress = _Progress(enabled=err.isatty() and not args.quiet)
+    try:
+        reports = replay_paths(configs, args.paths, strict=args.strict, settle_spans=args.settle_spans,
+                               on_progress=progress)
+    except OTLPInputError as exc:
+        progress.clear()
+        return _error(f"{exc.issue.format()} (stopped at the first bad input because of --strict; "
+                      "fix the input, or drop --strict to check the rest and list every bad line)")
+    progress.clear()
+    report = reports[0]
+    diff = baseline_diff(reports[1], report) if len(reports) > 1 else None
+    exit_code = report.exit_code(fail_on_inconclusive=args.fail_on_inconclusive, skip_invalid=args.skip_invalid)
+
+    if args.junit:
+        failed = _write(args.junit, render_junit(report, fail_on_inconclusive=args.fail_on_inconclusive), "--junit")
+        if failed is not None:
+            return failed
+    if args.sarif:
+        sarif = render_sarif(report, fail_on_inconclusive=args.fail_on_inconclusive)
+        failed = _write(args.sarif, (json.dumps(sarif, indent=2, ensure_ascii=False) + "\n").encode("utf-8"), "--sarif")
+        if failed is not None:
+            return failed
+
+    out = _stream(sys.stdout)
+    if args.format == "json":
+        doc = report_document(report, exit_code=exit_code, fail_on_inconclusive=args.fail_on_inconclusive,
+                              skip_invalid=args.skip_invalid, baseline=diff)
+        out.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    else:
+        out.write(render_text(report, quiet=args.quiet, baseline=diff))
+    out.flush()
+    if report.input_errors:
+        # Also on stderr, so a CI log shows where the input was bad even with --format json.
+        for issue in report.input_errors:
+            err.write(f"{PROG}: {issue.format() if hasattr(issue, 'format') else issue}\n")
+        if not args.skip_invalid:
+            err.write(f"{PROG}: {len(report.input_errors)} bad input record(s) were skipped and the rest checked; "
+                      "exit 2 — fix the input, or pass --skip-invalid to let verdicts decide the exit code\n")
+    return exit_code
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """``python -m spanassert.replay_cli`` — the same as ``spanassert replay``."""
+    parser = argparse.ArgumentParser(prog="spanassert")
+    sub = parser.add_subparsers(dest="command")
+    add_replay_command(sub)
+    try:
+        args = parser.parse_args(["replay", *(sys.argv[1:] if argv is None else argv)])
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

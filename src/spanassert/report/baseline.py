@@ -1,0 +1,93 @@
+"""Backtesting: which episodes change verdict when the same spans are judged by new rules.
+
+Episodes are matched by key (the trace id for trace-keyed episodes). A test present under only one
+rules file shows ``absent`` on the other side, so an added or removed test is a visible change.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..replay import Report
+from ..results import EpisodeResult
+from .outcomes import test_outcomes
+
+ABSENT = "absent"
+
+
+class VerdictChange:
+    __slots__ = ("test_id", "old", "new")
+
+    def __init__(self, test_id: str, old: str, new: str) -> None:
+        self.test_id = test_id
+        self.old = old
+        self.new = new
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"test": self.test_id, "old": self.old, "new": self.new}
+
+
+class EpisodeChange:
+    """One episode whose verdict differs for at least one test."""
+
+    __slots__ = ("key", "trace_id", "root_span_name", "changes")
+
+    def __init__(self, key: str, trace_id: Optional[str], root_span_name: Optional[str],
+                 changes: List[VerdictChange]) -> None:
+        self.key = key
+        self.trace_id = trace_id
+        self.root_span_name = root_span_name
+        self.changes = changes
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"key": self.key, "trace_id": self.trace_id, "root_span_name": self.root_span_name,
+                "changes": [c.to_dict() for c in self.changes]}
+
+
+class BaselineDiff:
+    __slots__ = ("baseline_config", "config", "episodes_compared", "changed")
+
+    def __init__(self, baseline_config: Optional[str], config: Optional[str], episodes_compared: int,
+                 changed: List[EpisodeChange]) -> None:
+        self.baseline_config = baseline_config
+        self.config = config
+        self.episodes_compared = episodes_compared
+        self.changed = changed
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "baseline_config": self.baseline_config,
+            "config": self.config,
+            "episodes_compared": self.episodes_compared,
+            "changed_episodes": len(self.changed),
+            "changed_tests": sum(len(e.changes) for e in self.changed),
+            "episodes": [e.to_dict() for e in self.changed],
+        }
+
+
+def _verdicts(ep: Optional[EpisodeResult]) -> Dict[str, str]:
+    if ep is None:
+        return {}
+    return {o.test_id: o.verdict.value for o in test_outcomes(ep)}
+
+
+def baseline_diff(old: Report, new: Report) -> BaselineDiff:
+    """Per episode and test, old verdict -> new verdict, for every episode where one differs.
+    Order: the new report's episode order, then episodes only the old rules produced."""
+    old_by_key: Dict[str, EpisodeResult] = {ep.key: ep for ep in old.episodes}
+    seen: Dict[str, bool] = {}
+    pairs: List[Tuple[Optional[EpisodeResult], Optional[EpisodeResult]]] = []
+    for ep in new.episodes:
+        seen[ep.key] = True
+        pairs.append((old_by_key.get(ep.key), ep))
+    pairs.extend((ep, None) for ep in old.episodes if ep.key not in seen)
+    changed: List[EpisodeChange] = []
+    for o, n in pairs:
+        before, after = _verdicts(o), _verdicts(n)
+        tests = list(after) + [t for t in before if t not in after]
+        diffs = [VerdictChange(t, before.get(t, ABSENT), after.get(t, ABSENT))
+                 for t in tests if before.get(t, ABSENT) != after.get(t, ABSENT)]
+        if diffs:
+            ref = n if n is not None else o
+            assert ref is not None
+            changed.append(EpisodeChange(ref.key, ref.trace_id, ref.root_name, diffs))
+    return BaselineDiff(old.config.source, new.config.source, len(pairs), changed)

@@ -1,0 +1,136 @@
+"""The human summary of a replay, for a terminal or a CI log.
+
+Layout: one block per episode (trace id, key, root span name) with a line per assertion
+(✓ passed, ✗ failed, ? inconclusive, – not applicable) carrying the assertion's own message; a
+coverage table per rule, so a rule that never applied cannot pass for green; input issues with
+file:line; span counts; and a closing line that is exactly ``N passed, N failed, N inconclusive``.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from ..model import Verdict
+from ..replay import Report
+from ..results import EpisodeResult
+from .baseline import BaselineDiff
+
+MARKS = {
+    Verdict.PASSED: "✓",
+    Verdict.FAILED: "✗",
+    Verdict.INCONCLUSIVE: "?",
+    Verdict.NOT_APPLICABLE: "–",
+}
+
+
+def short_id(hex_id: Optional[str], n: int = 8) -> str:
+    if not hex_id:
+        return "-"
+    return hex_id[:n] + "…" if len(hex_id) > n else hex_id
+
+
+def closing_line(report: Report) -> str:
+    c = report.counts()
+    return f"{c['passed']} passed, {c['failed']} failed, {c['inconclusive']} inconclusive"
+
+
+def _episode_header(ep: EpisodeResult) -> str:
+    root = f'"{ep.root_name}"' if ep.root_name else "(no root span)"
+    head = f"trace {short_id(ep.trace_id)}  key {ep.key}  root {root}"
+    if ep.close_reason.value != "root_ended":
+        head += f"  [closed: {ep.close_reason.value}]"
+    return head
+
+
+def _rule_label(test_id: str, assertion_type: str, index: int, several: bool) -> str:
+    return f"{test_id} {assertion_type}" + (f" #{index}" if several else "")
+
+
+def _episode_lines(ep: EpisodeResult, only_problems: bool) -> List[str]:
+    per_test: Dict[str, int] = {}
+    for r in ep.results:
+        per_test[r.test_id] = per_test.get(r.test_id, 0) + 1
+    lines = []
+    for r in ep.results:
+        if only_problems and r.verdict not in (Verdict.FAILED, Verdict.INCONCLUSIVE):
+            continue
+        label = _rule_label(r.test_id, r.assertion_type, r.index, per_test[r.test_id] > 1)
+        shadow = " (shadow)" if r.shadow else ""
+        text = f"  {MARKS[r.verdict]} {label}{shadow}: {r.verdict.value}"
+        if r.message:
+            text += f" — {r.message}"
+        lines.append(text)
+    if not lines:
+        return []
+    return [_episode_header(ep)] + lines
+
+
+def _coverage_lines(report: Report) -> List[str]:
+    rows = list(report.coverage.values())
+    if not rows:
+        return ["Coverage: the rules file has no trace assertions"]
+    per_test: Dict[str, int] = {}
+    for c in rows:
+        per_test[c.test_id] = per_test.get(c.test_id, 0) + 1
+    labels = [_rule_label(c.test_id, c.assertion_type, c.index, per_test[c.test_id] > 1) for c in rows]
+    width = max(len("rule"), *(len(x) for x in labels))
+    n = len(report.episodes)
+    out = [f"Coverage over {n} episode{'s' if n != 1 else ''}:",
+           f"  {'rule':<{width}}  {'passed':>6}  {'failed':>6}  {'inconclusive':>12}  {'not applicable':>14}"]
+    for label, c in zip(labels, rows):
+        k = c.counts
+        line = (f"  {label:<{width}}  {k['passed']:>6}  {k['failed']:>6}  {k['inconclusive']:>12}  "
+                f"{k['not_applicable']:>14}")
+        if k["passed"] + k["failed"] + k["inconclusive"] == 0:
+            line += "  NEVER APPLIED"
+        out.append(line)
+    return out
+
+
+def _baseline_lines(diff: BaselineDiff) -> List[str]:
+    n = len(diff.changed)
+    out = [f"Baseline: {n} of {diff.episodes_compared} episode{'s' if diff.episodes_compared != 1 else ''} "
+           f"changed verdict ({diff.baseline_config or 'baseline'} → {diff.config or 'current rules'})"]
+    for e in diff.changed:
+        root = f'"{e.root_span_name}"' if e.root_span_name else "(no root span)"
+        out.append(f"  trace {short_id(e.trace_id)}  key {e.key}  root {root}")
+        for c in e.changes:
+            out.append(f"    {c.test_id}: {c.old} → {c.new}")
+    return out
+
+
+def render_text(report: Report, *, quiet: bool = False, baseline: Optional[BaselineDiff] = None) -> str:
+    """The summary as text ending in a newline. ``quiet`` lists only failed and inconclusive
+    results and drops the coverage table; issues, counts and the closing line stay."""
+    out: List[str] = []
+    for ep in report.episodes:
+        block = _episode_lines(ep, only_problems=quiet)
+        if block:
+            out.extend(block)
+    if not report.episodes:
+        out.append("No episodes found in the input (no agent or tool spans were recognised).")
+    if not quiet:
+        out.append("")
+        out.extend(_coverage_lines(report))
+    if baseline is not None:
+        out.append("")
+        out.extend(_baseline_lines(baseline))
+    if report.issues:
+        errors = len(report.input_errors)
+        warnings = len(report.issues) - errors
+        out.append("")
+        out.append(f"Input issues: {errors} error{'s' if errors != 1 else ''}, "
+                   f"{warnings} warning{'s' if warnings != 1 else ''}")
+        out.extend(f"  {i.format() if hasattr(i, 'format') else i}" for i in report.issues)
+    out.append("")
+    counts = report.counts()
+    shadow_failed = sum(1 for ep in report.episodes for r in ep.results if r.shadow and r.verdict is Verdict.FAILED)
+    facts = [f"{report.spans_read} spans read", f"{len(report.episodes)} episodes",
+             f"{report.unreadable_spans} unreadable tool spans", f"{report.late_spans} late spans",
+             f"{counts['not_applicable']} not applicable"]
+    if shadow_failed:
+        facts.append(f"{shadow_failed} failed in shadow mode (not failing the run)")
+    for kind, k in sorted(report.overflows.items()):
+        facts.append(f"overflow {kind}: {k}")
+    out.append("; ".join(facts))
+    out.append(closing_line(report))
+    return "\n".join(out) + "\n"
