@@ -1,13 +1,188 @@
-"""Command line: `spanassert validate|schema|replay|serve`."""
+"""Command line: ``spanassert validate|schema`` (``replay`` and ``serve`` plug in the same way).
+
+Each subcommand is two functions: ``add_<name>_command(subparsers)`` declares its arguments and sets
+``func``, and ``run_<name>(args) -> int`` does the work. To add one, write both and append the first to
+:data:`SUBCOMMANDS`.
+
+Exit codes: 0 success (warnings allowed), 1 a check failed, 2 a config or usage error.
+"""
 from __future__ import annotations
 
+import argparse
+import json
 import sys
-from typing import List, Optional
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, TextIO
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_CONFIG = 2
+
+VALIDATE_SCHEMA_ID = "spanassert.validate.v1"
+
+
+def _out() -> TextIO:
+    # Never die on a console that cannot show ✓/✗.
+    stream = sys.stdout
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is not None:
+        try:
+            reconfigure(errors="replace")
+        except (ValueError, OSError):
+            pass
+    return stream
+
+
+# -- validate -----------------------------------------------------------------------------------
+def add_validate_command(sub: Any) -> None:
+    p = sub.add_parser(
+        "validate",
+        help="check rules files and run their unit-test forms",
+        description="Check rules files: every problem is reported with file:line:column, key path and a fix. "
+                    "Unit-test forms (tool_blocklist, args_valid, sequence_valid with test data) are run. "
+                    "Exit 0 when valid, 1 when a unit-test form failed its `expect`, 2 on any config error.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="rules file(s) to check")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    p.add_argument("--allow-ineffective-assertions", action="store_true",
+                   help="keep assertions that cannot fail, reporting them as warnings")
+    p.set_defaults(func=run_validate)
+
+
+def validate_file(path: str, *, allow_ineffective_assertions: bool = False) -> Dict[str, Any]:
+    """One file's validation result, in the shape of the JSON report's ``files`` entries."""
+    from .config import ConfigError, load_config
+
+    diagnostics: List[Any] = []
+    unit_results: List[Dict[str, Any]] = []
+    config_error = False
+    try:
+        config = load_config(Path(path), allow_ineffective_assertions=allow_ineffective_assertions)
+    except ConfigError as exc:
+        diagnostics = exc.diagnostics
+        config_error = any(d.severity == "error" for d in diagnostics) or not diagnostics
+    else:
+        diagnostics = config.diagnostics
+        for test in config.tests:
+            for a, outcome in test.unit_results:
+                unit_results.append({
+                    "test": test.id,
+                    "type": a.type_name,
+                    "index": a.index,
+                    "verdict": outcome.verdict.value,
+                    "message": outcome.message,
+                })
+    unit_failed = any(u["verdict"] != "passed" for u in unit_results)
+    return {
+        "file": path,
+        "ok": not config_error and not unit_failed,
+        "exit_code": EXIT_CONFIG if config_error else (EXIT_FAILED if unit_failed else EXIT_OK),
+        "diagnostics": diagnostics,
+        "unit_results": unit_results,
+    }
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    results = [validate_file(f, allow_ineffective_assertions=args.allow_ineffective_assertions) for f in args.files]
+    exit_code = max((r["exit_code"] for r in results), default=EXIT_OK)
+    out = _out()
+    if args.format == "json":
+        report = {
+            "schema": VALIDATE_SCHEMA_ID,
+            "ok": exit_code == EXIT_OK,
+            "exit_code": exit_code,
+            "files": [
+                {
+                    "file": r["file"],
+                    "ok": r["ok"],
+                    "diagnostics": [d.to_dict() for d in r["diagnostics"]],
+                    "unit_results": r["unit_results"],
+                }
+                for r in results
+            ],
+        }
+        out.write(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        return exit_code
+
+    errors = warnings = passed = failed = 0
+    for r in results:
+        for d in r["diagnostics"]:
+            out.write(d.format() + "\n")
+            if d.severity == "error":
+                errors += 1
+            else:
+                warnings += 1
+        for u in r["unit_results"]:
+            ok = u["verdict"] == "passed"
+            passed += ok
+            failed += not ok
+            mark = "✓" if ok else "✗"
+            line = f"{mark} {r['file']}: test `{u['test']}` {u['type']} #{u['index']}: {u['verdict']}"
+            if u["message"]:
+                line += f" — {u['message']}"
+            out.write(line + "\n")
+    verdict = {EXIT_OK: "valid", EXIT_FAILED: "unit-test form failed", EXIT_CONFIG: "invalid"}[exit_code]
+    n = len(results)
+    summary = (f"{verdict}: {n} file{'s' if n != 1 else ''}, {errors} error{'s' if errors != 1 else ''}, "
+               f"{warnings} warning{'s' if warnings != 1 else ''}")
+    if passed or failed:
+        summary += f", unit-test forms {passed} passed / {failed} failed"
+    out.write(summary + "\n")
+    return exit_code
+
+
+# -- schema -------------------------------------------------------------------------------------
+def add_schema_command(sub: Any) -> None:
+    p = sub.add_parser(
+        "schema",
+        help="print the JSON Schema of the rules file",
+        description="Print the JSON Schema (draft 2020-12) of a rules file. Save it and point your editor at it, "
+                    "e.g. first line `# yaml-language-server: $schema=./spanassert.schema.json`.",
+    )
+    p.set_defaults(func=run_schema)
+
+
+def run_schema(args: argparse.Namespace) -> int:
+    from .config.schema import build_schema
+
+    _out().write(json.dumps(build_schema(), indent=2, ensure_ascii=False) + "\n")
+    return EXIT_OK
+
+
+# -- wiring -------------------------------------------------------------------------------------
+SUBCOMMANDS: List[Callable[[Any], None]] = [add_validate_command, add_schema_command]
+
+from .replay_cli import add_replay_command  # noqa: E402 - `replay` lives in its own module
+
+SUBCOMMANDS.append(add_replay_command)
+
+from .serve import add_serve_command  # noqa: E402 - `serve` lives in its own module
+
+SUBCOMMANDS.append(add_serve_command)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="spanassert",
+        description="Check assertions about AI-agent tool calls from OpenTelemetry spans.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add in SUBCOMMANDS:
+        add(sub)
+    return parser
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    print("spanassert: not yet implemented", file=sys.stderr)
-    return 2
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits on usage errors and --help; main returns instead
+        return exc.code if isinstance(exc.code, int) else EXIT_CONFIG
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return EXIT_CONFIG
+    return int(func(args))
 
 
 if __name__ == "__main__":
