@@ -758,12 +758,9 @@ class Engine:
                 if v is not None:
                     out.append(v)
         if safety:
-            args_raw = self.mapper.arguments_raw(attributes, events) if plan.needs_args else None
-            result_raw = self.mapper.result_raw(attributes, events) if plan.needs_result else None
-            error_type = self.mapper.error_type(attributes, status_code, events)
-            status = STATUS_ERROR if (status_code == 2 or error_type) else (STATUS_OK if status_code == 1 else STATUS_UNSET)
-            call.finish(end_ns=end_ns, status=status, error_type=error_type, arguments_raw=args_raw,
-                        result_raw=result_raw)
+            reason = self._finish_call(plan, tuple(safety), call, attributes, end_ns, status_code, events)
+            if reason is not None:
+                self.sink.unreadable(reason, call.name)
             for i in safety:
                 slot = plan.slots[i]
                 f = slot.assertion.on_call_end(ep.state(slot), call)

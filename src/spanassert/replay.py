@@ -115,7 +115,7 @@ def _issue_dict(issue: Any) -> Dict[str, Any]:
     return {"file": None, "line": None, "offset": None, "reason": str(issue), "severity": "error"}
 
 
-class _ReportSink(Sink):
+class ReportSink(Sink):
     def __init__(self, report: Report, on_episode: Optional[Callable[[EpisodeResult], None]]) -> None:
         self.report = report
         self.on_episode = on_episode
@@ -151,7 +151,7 @@ class _Run:
                  on_episode: Optional[Callable[[EpisodeResult], None]]) -> None:
         config = report.config
         self.report = report
-        self.engine = Engine(config, _ReportSink(report, on_episode))
+        self.engine = Engine(config, ReportSink(report, on_episode))
         self.buffer = TraceBuffer(settle=settle_spans, max_traces=max(config.episodes.max_open, 1) * 4)
 
     def _feed(self, trace: List[SpanRecord]) -> None:

@@ -42,7 +42,7 @@ from .config.model import Config
 from .emit import EVENT_NAME, Telemetry, violation_event_attributes
 from .engine import ROLE_TOOL, Engine, SpanOutcome
 from .model import CloseReason, SpanRecord, Verdict
-from .replay import Report, _ReportSink
+from .replay import Report, ReportSink
 from .results import EpisodeResult, Violation
 
 TRACES_PATH = "/v1/traces"
@@ -353,7 +353,7 @@ class ServeSink(Telemetry):
     def __init__(self, *, meter_provider: Any, report: Optional[Report], quiet: bool,
                  out: Optional[TextIO] = None) -> None:
         super().__init__(meter_provider=meter_provider)
-        self.report_sink = _ReportSink(report, None) if report is not None else None
+        self.report_sink = ReportSink(report, None) if report is not None else None
         self.quiet = quiet
         self.out = out
         self._early: "OrderedDict[Tuple[str, int, Optional[str]], None]" = OrderedDict()
