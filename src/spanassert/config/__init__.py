@@ -1,0 +1,20 @@
+"""Loading and validating rules files: :func:`load_config` and the JSON Schema export."""
+from __future__ import annotations
+
+from ..model import ConfigError, Diagnostic
+from .loader import load_config
+from .model import Config, EpisodeSettings, MappingRule, Match, Settings, TestCase
+from .schema import build_schema
+
+__all__ = [
+    "load_config",
+    "ConfigError",
+    "Diagnostic",
+    "Config",
+    "TestCase",
+    "Settings",
+    "EpisodeSettings",
+    "Match",
+    "MappingRule",
+    "build_schema",
+]

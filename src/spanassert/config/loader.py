@@ -1,0 +1,698 @@
+"""``load_config``: a strict reading of a rules file that reports every problem at once.
+
+Order of work: read (size, encoding) -> compose YAML with positions (duplicates, aliases, depth) ->
+walk the structure against the tables in :mod:`.schema` -> build each assertion through its
+registry class -> refuse checks that cannot fail -> run unit-test forms. Every problem becomes a
+:class:`~spanassert.model.Diagnostic` with file, line, column, key path and a fix; nothing raises
+past this module except :class:`~spanassert.model.ConfigError`.
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import importlib
+import json
+import operator
+import os
+import re
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple, Type
+
+import jsonschema
+
+from ..assertions.base import ASSERTION_TYPES, COMMON_FIELDS, EXPECTED_TYPES, Assertion, BuildContext, Field
+from ..model import MISSING, ConfigError, Diagnostic, Outcome, Severity
+from . import codes
+from .model import Config, EpisodeSettings, Match, MappingRule, Settings, TestCase
+from .schema import (
+    EPISODE_FIELDS,
+    EXPECTED_TYPE_ALIASES,
+    EXTENSION_PREFIXES,
+    LEGACY_EXPECTED,
+    MAPPING_FIELDS,
+    MATCH_FIELDS,
+    SETTINGS_FIELDS,
+    TEST_FIELDS,
+    TOP_FIELDS,
+    has_ref,
+)
+from .source import Document, KeyPath, SourceProblem, format_path, parse_document, parse_field_path, read_source
+
+ORIGIN_EXPECTED = "expected"
+ORIGIN_ASSERTIONS = "assertions"
+
+_DURATION = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)$")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def load_config(path_or_text: Any, *, allow_ineffective_assertions: bool = False) -> Config:
+    """Load and validate a rules file (a path, or YAML text containing a newline).
+
+    Raises :class:`ConfigError` listing every problem found. Warnings (and, with
+    ``allow_ineffective_assertions``, the checks that cannot fail) are kept in
+    ``Config.diagnostics``.
+    """
+    from .. import assertions  # noqa: F401 - importing the package registers every assertion type
+
+    try:
+        source = read_source(path_or_text)
+        document = parse_document(source)
+    except SourceProblem as problem:
+        raise ConfigError(problem.diagnostics) from None
+    except Exception as exc:  # noqa: BLE001 - a reader bug must still come out as a diagnostic
+        raise ConfigError([_internal(exc, None)]) from None
+
+    loader = _Loader(document, allow_ineffective_assertions=allow_ineffective_assertions)
+    config: Optional[Config]
+    try:
+        config = loader.load()
+    except Exception as exc:  # noqa: BLE001 - never a traceback for a rules file
+        loader.report.diagnostics.append(_internal(exc, document.file))
+        config = None
+    diagnostics = _ordered(loader.report.diagnostics)
+    if config is None or any(d.severity == "error" for d in diagnostics):
+        raise ConfigError(diagnostics or [Diagnostic(codes.E_INTERNAL, "rules file refused", file=document.file)])
+    config.diagnostics = diagnostics
+    return config
+
+
+def _internal(exc: BaseException, file: Optional[str]) -> Diagnostic:
+    return Diagnostic(codes.E_INTERNAL, f"internal error while loading the rules file: {type(exc).__name__}: {exc}",
+                      file=file, hint="this is a bug in spanassert; please report it with the rules file")
+
+
+def _ordered(diagnostics: List[Diagnostic]) -> List[Diagnostic]:
+    seen: Set[Tuple[Any, ...]] = set()
+    unique: List[Diagnostic] = []
+    for d in diagnostics:
+        key = (d.code, d.line, d.column, d.path, d.message)
+        if key not in seen:
+            seen.add(key)
+            unique.append(d)
+    return sorted(unique, key=lambda d: (d.line is None, d.line or 0, d.column or 0))
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> Optional[str]:
+    pool = list(candidates)
+    lowered = {c.lower(): c for c in pool}
+    if word.lower() in lowered:
+        return lowered[word.lower()]
+    close = difflib.get_close_matches(word, pool, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+class Reporter:
+    """Collects positioned diagnostics for one document."""
+
+    def __init__(self, document: Document) -> None:
+        self.document = document
+        self.diagnostics: List[Diagnostic] = list(document.problems)
+
+    def add(self, code: str, message: str, path: KeyPath, *, hint: Optional[str] = None,
+            at_key: bool = False, severity: str = "error") -> None:
+        line, column = self.document.position(path, key=at_key)
+        self.diagnostics.append(Diagnostic(code, message, severity=severity, file=self.document.file,
+                                           line=line, column=column, path=format_path(path), hint=hint))
+
+    def error(self, code: str, message: str, path: KeyPath, *, hint: Optional[str] = None,
+              at_key: bool = False) -> None:
+        self.add(code, message, path, hint=hint, at_key=at_key)
+
+    def warn(self, code: str, message: str, path: KeyPath, *, hint: Optional[str] = None) -> None:
+        self.add(code, message, path, hint=hint, severity="warning")
+
+    @property
+    def error_count(self) -> int:
+        return sum(1 for d in self.diagnostics if d.severity == "error")
+
+
+class LoaderBuildContext(BuildContext):
+    """The :class:`BuildContext` an assertion gets from the loader: its ``error``/``warn`` become
+    diagnostics positioned at the named field (a dotted path below the assertion)."""
+
+    def __init__(self, report: Reporter, path: KeyPath, *, type_name: str, origin: str,
+                 evidence_key: Optional[bytes], base_dir: str, settings: Dict[str, Any]) -> None:
+        super().__init__(evidence_key=evidence_key, base_dir=base_dir)
+        self.settings = settings
+        self.origin = origin
+        self.type_name = type_name
+        self._report = report
+        self._path = path
+
+    def _where(self, field: Optional[str]) -> KeyPath:
+        return self._path + parse_field_path(field) if field else self._path
+
+    def error(self, code: str, message: str, *, field: Optional[str] = None, hint: Optional[str] = None) -> None:
+        super().error(code, message, field=field, hint=hint)
+        self._report.error(code, f"{self.type_name}: {message}", self._where(field), hint=hint)
+
+    def warn(self, code: str, message: str, *, field: Optional[str] = None, hint: Optional[str] = None) -> None:
+        super().warn(code, message, field=field, hint=hint)
+        self._report.warn(code, f"{self.type_name}: {message}", self._where(field), hint=hint)
+
+
+# -- value checks against Field schemas ------------------------------------------------------------
+_VALIDATORS: Dict[str, Any] = {}
+
+
+def _validator(schema: Mapping[str, Any]) -> Any:
+    key = json.dumps(schema, sort_keys=True, default=str)
+    v = _VALIDATORS.get(key)
+    if v is None:
+        v = jsonschema.Draft202012Validator(schema)
+        _VALIDATORS[key] = v
+    return v
+
+
+_JSON_TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+                    list: "a list", dict: "a mapping", type(None): "null"}
+
+
+def _kind(value: Any) -> str:
+    return _JSON_TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, default=str, ensure_ascii=False) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _expected_types(schema: Mapping[str, Any]) -> str:
+    t = schema.get("type")
+    names = t if isinstance(t, list) else [t]
+    words = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "a boolean (true/false)",
+             "array": "a list", "object": "a mapping", "null": "null"}
+    return " or ".join(words.get(str(n), str(n)) for n in names)
+
+
+def value_problem(schema: Mapping[str, Any], value: Any, label: str
+                  ) -> Optional[Tuple[str, str, KeyPath, Optional[str]]]:
+    """``(code, message, sub_path, hint)`` for the most relevant way ``value`` violates ``schema``."""
+    try:
+        errors = list(_validator(schema).iter_errors(value))
+    except Exception as exc:  # noqa: BLE001 - a broken Field schema is reported, not raised
+        return (codes.E_INTERNAL, f"cannot check `{label}`: {exc}", (), None)
+    if not errors:
+        return None
+    err = jsonschema.exceptions.best_match(errors)
+    sub: KeyPath = tuple(err.absolute_path)
+    where = "`" + label + (format_path(sub) if sub and isinstance(sub[0], int) else
+                           ("." + format_path(sub) if sub else "")) + "`"
+    kw = err.validator
+    bound = err.validator_value
+    hint: Optional[str] = None
+    if kw == "type":
+        return (codes.E_CFG_TYPE, f"{where} must be {_expected_types(err.schema)}, not {_kind(err.instance)}",
+                sub, None)
+    if kw == "enum":
+        allowed = [str(b) for b in bound]
+        guess = did_you_mean(str(err.instance), allowed) if isinstance(err.instance, str) else None
+        if guess:
+            hint = f"write `{guess}` (values are case-sensitive)" if guess.lower() == str(err.instance).lower() \
+                else f"did you mean `{guess}`?"
+        else:
+            hint = "use one of: " + ", ".join(f"`{a}`" for a in allowed)
+        return (codes.E_CFG_VALUE, f"{where} must be one of {', '.join(allowed)}; got {_short(err.instance)}",
+                sub, hint)
+    if kw == "const":
+        return (codes.E_CFG_VALUE, f"{where} must be {_short(bound)}; got {_short(err.instance)}", sub, None)
+    if kw == "required":
+        missing = [k for k in bound if isinstance(err.instance, dict) and k not in err.instance]
+        return (codes.E_CFG_REQUIRED, f"{where} is missing required key(s): {', '.join(missing)}", sub,
+                "add " + ", ".join(f"`{k}`" for k in missing))
+    if kw == "additionalProperties" and isinstance(err.instance, dict):
+        props = err.schema.get("properties", {}) if isinstance(err.schema, dict) else {}
+        extra = [k for k in err.instance if k not in props]
+        if props and extra:
+            guess = did_you_mean(str(extra[0]), props)
+            return (codes.E_CFG_UNKNOWN_KEY, f"{where} has unknown key(s): {', '.join(map(str, extra))}", sub,
+                    f"did you mean `{guess}`?" if guess else "allowed keys: " + ", ".join(sorted(props)))
+    if kw in ("minItems", "minLength", "minProperties") and bound == 1:
+        return (codes.E_CFG_VALUE, f"{where} must not be empty", sub, None)
+    if kw == "pattern":
+        return (codes.E_CFG_VALUE, f"{where} must match the pattern {bound}; got {_short(err.instance)}", sub, None)
+    message = err.message if len(err.message) <= 200 else err.message[:199] + "…"
+    return (codes.E_CFG_VALUE, f"{where}: {message}", sub, None)
+
+
+# -- the walk ---------------------------------------------------------------------------------------
+class _Loader:
+    def __init__(self, document: Document, *, allow_ineffective_assertions: bool) -> None:
+        self.doc = document
+        self.report = Reporter(document)
+        self.allow_ineffective = allow_ineffective_assertions
+        self.settings = Settings()
+        self.embedder: Optional[Callable[..., Any]] = None
+
+    # generic mapping check: type, unknown keys (did-you-mean), required keys, leaf values
+    def check_mapping(self, value: Any, path: KeyPath, fields: Mapping[str, Field], what: str, *,
+                      extension_keys: bool = False, ignored: Iterable[str] = ()) -> Optional[Dict[str, Any]]:
+        if not isinstance(value, dict):
+            self.report.error(codes.E_CFG_TYPE, f"{what} must be a mapping, not {_kind(value)}", path)
+            return None
+        ignored_set = set(ignored)
+        for key in value:
+            if key in fields or key in ignored_set:
+                continue
+            if extension_keys and key.startswith(EXTENSION_PREFIXES):
+                continue
+            self.unknown_key(key, path, fields, what)
+        for name, field in fields.items():
+            if name not in value:
+                if field.required:
+                    self.report.error(codes.E_CFG_REQUIRED, f"{what} is missing the required key `{name}`", path,
+                                      hint=f"add `{name}:`" + (f" ({field.doc})" if field.doc else ""))
+                continue
+            if has_ref(field.schema):
+                continue  # a nested structure, walked by its own method
+            self.check_value(field.schema, value[name], path + (name,), format_path(path + (name,)))
+        return value
+
+    def unknown_key(self, key: str, path: KeyPath, allowed: Iterable[str], what: str) -> None:
+        allowed_list = sorted(allowed)
+        guess = did_you_mean(key, allowed_list)
+        hint = f"did you mean `{guess}`?" if guess else "allowed keys: " + ", ".join(allowed_list)
+        self.report.error(codes.E_CFG_UNKNOWN_KEY, f"unknown key `{key}` in {what}", path + (key,),
+                          hint=hint, at_key=True)
+
+    def check_value(self, schema: Mapping[str, Any], value: Any, path: KeyPath, label: str) -> bool:
+        problem = value_problem(schema, value, label)
+        if problem is None:
+            return True
+        code, message, sub, hint = problem
+        self.report.error(code, message, path + sub, hint=hint)
+        return False
+
+    # -- top level ----------------------------------------------------------------------------------
+    def load(self) -> Optional[Config]:
+        root = self.doc.value
+        if root is None:
+            self.report.error(codes.E_CFG_EMPTY, "the rules file is empty", (),
+                              hint="start with `version: 1` and a `tests:` list")
+            return None
+        if not isinstance(root, dict):
+            self.report.error(codes.E_CFG_TYPE, f"a rules file must be a mapping, not {_kind(root)}", (),
+                              hint="start with `version: 1` and a `tests:` list")
+            return None
+        for key in root:
+            if key == "policies":
+                self.report.error(
+                    codes.E_CFG_LEGACY_POLICIES,
+                    "top-level `policies:` is the Assay v0 format and is not read by version 1",
+                    ("policies",), at_key=True,
+                    hint="move each policy into the `assertions:` list of the test it belongs to",
+                )
+        # `version` is checked on its own (it has its own code and messages); `policies` is reported above.
+        special = ("policies", "version", "configVersion")
+        rest = {k: v for k, v in root.items() if k not in special}
+        self.check_mapping(rest, (), TOP_FIELDS, "the rules file", extension_keys=True)
+        version = self.version(root)
+        self.settings = self.load_settings(root.get("settings"))
+        episodes = self.load_episodes(root.get("episodes"))
+        mappings = self.load_mappings(root.get("mappings"))
+        tests = self.load_tests(root.get("tests"))
+        suite = root.get("suite") if isinstance(root.get("suite"), str) else None
+        model = root.get("model") if isinstance(root.get("model"), str) else None
+        return Config(version=version, suite=suite, model=model, settings=self.settings, episodes=episodes,
+                      mappings=mappings, tests=tests, source=self.doc.file)
+
+    def version(self, root: Dict[str, Any]) -> int:
+        present = [k for k in ("version", "configVersion") if k in root]
+        if not present:
+            self.report.error(codes.E_CFG_VERSION, "the rules file has no `version`", (),
+                              hint="add `version: 1` at the top of the file")
+            return 1
+        if len(present) == 2:
+            self.report.error(codes.E_CFG_VERSION, "both `version` and `configVersion` are given",
+                              ("configVersion",), at_key=True, hint="keep only `version: 1`")
+        key = present[0]
+        value = root[key]
+        if value == 1 and isinstance(value, int) and not isinstance(value, bool):
+            return 1
+        if value == 0 and isinstance(value, int) and not isinstance(value, bool):
+            self.report.error(codes.E_CFG_VERSION,
+                              f"`{key}: 0` is Assay's legacy format, which spanassert does not read", (key,),
+                              hint="convert the file to version 1 (checks go in each test's `assertions:`) "
+                                   "and set `version: 1`")
+        else:
+            self.report.error(codes.E_CFG_VERSION, f"`{key}` must be 1; got {_short(value)}", (key,),
+                              hint="set `version: 1` (an unquoted integer)")
+        return 1
+
+    # -- settings ----------------------------------------------------------------------------------
+    def load_settings(self, raw: Any) -> Settings:
+        if raw is None:
+            return Settings()
+        path: KeyPath = ("settings",)
+        value = self.check_mapping(raw, path, SETTINGS_FIELDS, "`settings`", extension_keys=True)
+        if value is None:
+            return Settings()
+        embedder_ref = value.get("embedder") if isinstance(value.get("embedder"), str) else None
+        if embedder_ref and _is_valid(SETTINGS_FIELDS["embedder"], embedder_ref):
+            self.embedder = self.import_embedder(embedder_ref, path + ("embedder",))
+        evidence_key: Optional[bytes] = None
+        env_name = value.get("evidence_key_env")
+        if isinstance(env_name, str) and _is_valid(SETTINGS_FIELDS["evidence_key_env"], env_name):
+            secret = os.environ.get(env_name)
+            if secret:
+                evidence_key = secret.encode("utf-8", "surrogateescape")
+            else:
+                self.report.warn(
+                    codes.W_CFG_EVIDENCE_KEY_UNSET,
+                    f"environment variable `{env_name}` is not set; evidence is shown as <redacted>, not hashed",
+                    path + ("evidence_key_env",), hint=f"set {env_name} to the key for hashed evidence",
+                )
+        max_chars = value.get("max_match_chars")
+        settings = Settings(embedder=embedder_ref, evidence_key=evidence_key, raw=dict(value))
+        if isinstance(max_chars, int) and not isinstance(max_chars, bool) and max_chars > 0:
+            settings.regex_timeout_chars = max_chars
+        return settings
+
+    def import_embedder(self, ref: str, path: KeyPath) -> Optional[Callable[..., Any]]:
+        module_name, _, attr = ref.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:  # noqa: BLE001 - importing user code may raise anything
+            self.report.error(codes.E_CFG_EMBEDDER, f"cannot import embedder module `{module_name}`: "
+                              f"{type(exc).__name__}: {exc}", path,
+                              hint="make the module importable (install it or add its directory to PYTHONPATH)")
+            return None
+        try:
+            fn = operator.attrgetter(attr)(module)
+        except AttributeError:
+            self.report.error(codes.E_CFG_EMBEDDER, f"module `{module_name}` has no `{attr}`", path,
+                              hint="write `module:function` naming a function that returns a vector for a text")
+            return None
+        if not callable(fn):
+            self.report.error(codes.E_CFG_EMBEDDER, f"embedder `{ref}` is not callable", path,
+                              hint="name a function that takes a text and returns a list of floats")
+            return None
+        return fn  # type: ignore[no-any-return]
+
+    # -- episodes ---------------------------------------------------------------------------------
+    def load_episodes(self, raw: Any) -> EpisodeSettings:
+        if raw is None:
+            return EpisodeSettings()
+        path: KeyPath = ("episodes",)
+        value = self.check_mapping(raw, path, EPISODE_FIELDS, "`episodes`")
+        if value is None:
+            return EpisodeSettings()
+        kwargs: Dict[str, Any] = {}
+        if isinstance(value.get("key"), str) and value["key"]:
+            kwargs["key"] = value["key"]
+        if "idle_timeout" in value:
+            seconds = parse_duration(value["idle_timeout"])
+            if seconds is not None and seconds > 0:
+                kwargs["idle_timeout"] = seconds
+            elif seconds is not None:
+                self.report.error(codes.E_CFG_VALUE, "`episodes.idle_timeout` must be greater than 0",
+                                  path + ("idle_timeout",), hint="give a duration such as `30s` or `5m`")
+        for name in ("max_open", "max_calls_per_episode", "max_argument_bytes", "late_window"):
+            v = value.get(name)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                kwargs[name] = v
+        return EpisodeSettings(**kwargs)
+
+    # -- mappings ---------------------------------------------------------------------------------
+    def load_mappings(self, raw: Any) -> List[MappingRule]:
+        if raw is None:
+            return []
+        path: KeyPath = ("mappings",)
+        if not isinstance(raw, list):
+            self.report.error(codes.E_CFG_TYPE, f"`mappings` must be a list, not {_kind(raw)}", path)
+            return []
+        rules: List[MappingRule] = []
+        for i, item in enumerate(raw):
+            ipath = path + (i,)
+            before = self.report.error_count
+            value = self.check_mapping(item, ipath, MAPPING_FIELDS, f"mapping #{i}")
+            if value is None:
+                continue
+            role = value.get("role", "tool")
+            if role == "tool" and not value.get("tool_name") and value.get("tool_name_from_span") is not True:
+                self.report.error(codes.E_CFG_REQUIRED, f"mapping #{i} has role `tool` but does not say where the "
+                                  "tool name comes from", ipath,
+                                  hint="add `tool_name: <attribute>` or `tool_name_from_span: true`")
+            if self.report.error_count != before:
+                continue
+            rules.append(MappingRule(
+                when=dict(value["when"]), role=role, tool_name=value.get("tool_name"),
+                tool_name_from_span=bool(value.get("tool_name_from_span", False)),
+                arguments=value.get("arguments"), result=value.get("result"),
+                agent_name=value.get("agent_name"), call_id=value.get("call_id"),
+            ))
+        return rules
+
+    # -- tests ------------------------------------------------------------------------------------
+    def load_tests(self, raw: Any) -> List[TestCase]:
+        path: KeyPath = ("tests",)
+        if raw is None:
+            return []  # reported as a missing required key
+        if not isinstance(raw, list):
+            self.report.error(codes.E_CFG_TYPE, f"`tests` must be a list, not {_kind(raw)}", path,
+                              hint="write `tests:` followed by `- id: ...` entries")
+            return []
+        if not raw:
+            self.report.error(codes.E_CFG_VALUE, "`tests` is empty; the rules file checks nothing", path,
+                              hint="add at least one test with `id:` and `assertions:`")
+            return []
+        tests: List[TestCase] = []
+        first_seen: Dict[str, int] = {}
+        for i, item in enumerate(raw):
+            test = self.load_test(item, path + (i,), i)
+            if test is None:
+                continue
+            if test.id in first_seen:
+                self.report.error(codes.E_CFG_DUPLICATE_ID,
+                                  f"test id `{test.id}` is already used by the test at line {first_seen[test.id]}",
+                                  path + (i, "id"), hint="give every test a unique `id`")
+                continue
+            first_seen[test.id] = test.line or 0
+            tests.append(test)
+        return tests
+
+    def load_test(self, raw: Any, path: KeyPath, index: int) -> Optional[TestCase]:
+        value = self.check_mapping(raw, path, TEST_FIELDS, f"test #{index}")
+        if value is None:
+            return None
+        test_id = value.get("id")
+        if not isinstance(test_id, str) or not test_id:
+            return None  # reported by check_mapping
+        match = self.load_match(value.get("match"), path + ("match",)) if "match" in value else None
+        severity = Severity(value["severity"]) if value.get("severity") in Severity._value2member_map_ \
+            else Severity.ERROR
+        checks: List[Assertion] = []
+        unit_results: List[Tuple[Assertion, Outcome]] = []
+        if "expected" in value:
+            a = self.load_expected(test_id, value["expected"], path + ("expected",))
+            if a is not None:
+                checks.append(a)
+        entries = value.get("assertions")
+        if "assertions" in value and not isinstance(entries, list):
+            self.report.error(codes.E_CFG_TYPE, f"`assertions` must be a list, not {_kind(entries)}",
+                              path + ("assertions",), hint="write each assertion as a `- type: ...` list item")
+        elif isinstance(entries, list):
+            for j, entry in enumerate(entries):
+                a = self.build(test_id, entry, path + ("assertions", j), j, ORIGIN_ASSERTIONS, ASSERTION_TYPES,
+                               "assertion")
+                if a is not None:
+                    checks.append(a)
+        if "expected" not in value and not entries:
+            self.report.warn(codes.W_CFG_VACUOUS_EXPECTED,
+                             f"test `{test_id}` checks nothing: it has no `expected:` and no `assertions:`, "
+                             "so it passes for any episode", path,
+                             hint="add `assertions:` (or an `expected:` check), or remove the test")
+        for a in checks:
+            if a.scope == "unit":
+                outcome = self.evaluate_unit(a, test_id, path)
+                if outcome is not None:
+                    unit_results.append((a, outcome))
+        line, _ = self.doc.position(path)
+        test = TestCase(
+            id=test_id, match=match, severity=severity, mode=value.get("mode", "enforce")
+            if value.get("mode") in ("enforce", "shadow") else "enforce",
+            input=value.get("input"), tags=list(value.get("tags") or []) if isinstance(value.get("tags"), list) else [],
+            metadata=dict(value["metadata"]) if isinstance(value.get("metadata"), dict) else {},
+            assertions=checks, line=line,
+        )
+        test.unit_results = unit_results
+        return test
+
+    def load_match(self, raw: Any, path: KeyPath) -> Optional[Match]:
+        value = self.check_mapping(raw, path, MATCH_FIELDS, "`match`")
+        if value is None:
+            return None
+
+        def names(v: Any) -> Optional[List[str]]:
+            if isinstance(v, str):
+                return [v]
+            if isinstance(v, list) and all(isinstance(x, str) for x in v):
+                return list(v)
+            return None
+
+        attrs = value.get("attributes")
+        return Match(agent=names(value.get("agent")), service=names(value.get("service")),
+                     attributes=dict(attrs) if isinstance(attrs, dict) else None)
+
+    # -- expected ---------------------------------------------------------------------------------
+    def load_expected(self, test_id: str, raw: Any, path: KeyPath) -> Optional[Assertion]:
+        accepted = ("the tagged form (`type: must_contain` with `must_contain: [...]`, `type: sequence_valid`, ...) "
+                    "or one of the legacy keys `must_contain`, `sequence`, `schema`")
+        if raw is None:
+            self.report.error(codes.E_CFG_EXPECTED, f"test `{test_id}`: `expected:` is null", path,
+                              hint="give one check, e.g. `type: must_contain` with `must_contain: [...]`, "
+                                   "or remove the `expected:` key")
+            return None
+        if isinstance(raw, list):
+            if not raw:
+                self.report.error(codes.E_CFG_EXPECTED, f"test `{test_id}`: `expected:` is an empty list", path,
+                                  hint="give exactly one check, or remove the `expected:` key")
+                return None
+            if len(raw) > 1:
+                self.report.error(
+                    codes.E_CFG_EXPECTED_MULTIPLE,
+                    f"test `{test_id}`: `expected:` has {len(raw)} entries but holds exactly one check",
+                    path, hint="split the checks into separate tests, or move the extra checks to `assertions:`",
+                )
+                return None
+            raw, path = raw[0], path + (0,)
+        if not isinstance(raw, dict):
+            self.report.error(codes.E_CFG_EXPECTED, f"test `{test_id}`: `expected:` must be a mapping with one "
+                              f"check, not {_kind(raw)}", path, hint=f"use {accepted}")
+            return None
+        if "type" in raw:
+            t = raw["type"]
+            if isinstance(t, str) and t in EXPECTED_TYPE_ALIASES:
+                raw = {**raw, "type": EXPECTED_TYPE_ALIASES[t]}
+            return self.build(test_id, raw, path, 0, ORIGIN_EXPECTED, EXPECTED_TYPES, "expected check")
+        keys = list(raw)
+        if keys == ["$ref"]:
+            self.report.error(codes.E_CFG_LEGACY_REF,
+                              f"test `{test_id}`: `expected: {{$ref: ...}}` points to a separate file, which "
+                              "version 1 does not read", path + ("$ref",), at_key=True,
+                              hint="copy the referenced check into this `expected:` block in the tagged form")
+            return None
+        if len(keys) == 1 and keys[0] in LEGACY_EXPECTED:
+            key = keys[0]
+            inner = raw[key]
+            if key == "must_contain" and isinstance(inner, str):
+                inner = [inner]
+            return self.build(test_id, {"type": LEGACY_EXPECTED[key], key: inner}, path, 0, ORIGIN_EXPECTED,
+                              EXPECTED_TYPES, "expected check")
+        guesses = [g for g in (did_you_mean(str(k), list(LEGACY_EXPECTED) + sorted(EXPECTED_TYPES)) for k in keys) if g]
+        hint = (f"did you mean `{guesses[0]}`? " if guesses else "") + f"Use {accepted}"
+        found = ", ".join(f"`{k}`" for k in keys) or "none"
+        self.report.error(codes.E_CFG_EXPECTED, f"test `{test_id}`: unrecognised `expected:` block, found key(s) "
+                          f"{found}", path, hint=hint)
+        return None
+
+    # -- one assertion ----------------------------------------------------------------------------
+    def build(self, test_id: str, raw: Any, path: KeyPath, index: int, origin: str,
+              registry: Mapping[str, Type[Assertion]], what: str) -> Optional[Assertion]:
+        where = "`expected:`" if origin == ORIGIN_EXPECTED else f"assertion #{index}"
+        if not isinstance(raw, dict):
+            self.report.error(codes.E_CFG_TYPE, f"test `{test_id}` {where} must be a mapping with `type:`, "
+                              f"not {_kind(raw)}", path)
+            return None
+        type_name = raw.get("type")
+        known = sorted(registry)
+        if "type" not in raw:
+            self.report.error(codes.E_CFG_REQUIRED, f"test `{test_id}` {where} has no `type`", path,
+                              hint="add `type:`, one of: " + ", ".join(known))
+            return None
+        if not isinstance(type_name, str) or type_name not in registry:
+            guess = did_you_mean(str(type_name), known)
+            hint = f"did you mean `{guess}`?" if guess else ("known types: " + ", ".join(known) if known
+                                                             else "no types are registered")
+            self.report.error(codes.E_CFG_UNKNOWN_TYPE, f"unknown {what} type `{type_name}`", path + ("type",),
+                              hint=hint)
+            return None
+        cls = registry[type_name]
+        fields: Dict[str, Field] = {**COMMON_FIELDS, **cls.fields}
+        before = self.report.error_count
+        for key in raw:
+            if key != "type" and key not in fields:
+                self.unknown_key(key, path, list(fields) + ["type"], f"`{type_name}`")
+        values: Dict[str, Any] = {}
+        for name, field in fields.items():
+            if name in raw:
+                self.check_value(field.schema, raw[name], path + (name,), name)
+                values[name] = raw[name]
+            elif field.required:
+                self.report.error(codes.E_CFG_REQUIRED, f"`{type_name}` requires `{name}`", path,
+                                  hint=f"add `{name}:`" + (f" ({field.doc})" if field.doc else ""))
+            else:
+                values[name] = None if field.default is MISSING else copy.deepcopy(field.default)
+        if self.report.error_count != before:
+            return None
+        ctx = LoaderBuildContext(
+            self.report, path, type_name=type_name, origin=origin, evidence_key=self.settings.evidence_key,
+            base_dir=self.doc.base_dir, settings=self.build_settings(),
+        )
+        try:
+            assertion = cls(test_id, index, values, ctx)
+        except Exception as exc:  # noqa: BLE001 - a faulty type must not crash the loader
+            self.report.error(codes.E_ASSERT_BUILD, f"`{type_name}` could not be built: {type(exc).__name__}: {exc}",
+                              path, hint="this is a bug in the assertion type; please report it")
+            return None
+        if ctx.errors:
+            return None
+        assertion.origin = origin  # type: ignore[attr-defined]  # "expected" or "assertions", for reports
+        try:
+            reason = assertion.ineffective_reason()
+        except Exception as exc:  # noqa: BLE001
+            self.report.error(codes.E_ASSERT_BUILD, f"`{type_name}` failed its effectiveness check: "
+                              f"{type(exc).__name__}: {exc}", path)
+            return None
+        if reason:
+            message = f"test `{test_id}` {where} (`{type_name}`) cannot fail: {reason}"
+            hint = "make the check constrain something, or pass --allow-ineffective-assertions to keep it " \
+                   "(it is then reported as a warning)"
+            if self.allow_ineffective:
+                self.report.warn(codes.E_ASSERT_INEFFECTIVE, message, path, hint=hint)
+            else:
+                self.report.error(codes.E_ASSERT_INEFFECTIVE, message, path, hint=hint)
+                return None
+        return assertion
+
+    def build_settings(self) -> Dict[str, Any]:
+        # What an assertion may read about the file's settings while it is built.
+        return {
+            "embedder": self.embedder,
+            "embedder_ref": self.settings.embedder,
+            "max_match_chars": self.settings.regex_timeout_chars,
+            "regex_timeout_chars": self.settings.regex_timeout_chars,
+            "raw": dict(self.settings.raw),
+        }
+
+    def evaluate_unit(self, a: Assertion, test_id: str, test_path: KeyPath) -> Optional[Outcome]:
+        try:
+            outcome = a.evaluate_unit()
+        except Exception as exc:  # noqa: BLE001
+            self.report.error(codes.E_ASSERT_BUILD, f"test `{test_id}`: unit-test form `{a.type_name}` raised "
+                              f"{type(exc).__name__}: {exc}", test_path)
+            return None
+        if not isinstance(outcome, Outcome):
+            self.report.error(codes.E_ASSERT_BUILD, f"test `{test_id}`: unit-test form `{a.type_name}` returned "
+                              f"{type(outcome).__name__}, not an Outcome", test_path)
+            return None
+        return outcome
+
+
+def _is_valid(field: Field, value: Any) -> bool:
+    return not list(_validator(field.schema).iter_errors(value))
+
+
+def parse_duration(value: Any) -> Optional[float]:
+    """Seconds from a number or `500ms`/`30s`/`5m`/`1h`; None when it is neither (reported elsewhere)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        m = _DURATION.match(value.strip())
+        if m:
+            return float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+    return None
+
+
+__all__ = ["load_config", "LoaderBuildContext", "Reporter", "did_you_mean", "parse_duration", "value_problem"]

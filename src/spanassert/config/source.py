@@ -1,0 +1,511 @@
+"""Reading a rules file into plain values that remember where they were written.
+
+The file is composed with PyYAML's SafeLoader *node* API (never constructed as a whole), so every
+key and value keeps its 1-based line and column, repeated keys are seen (PyYAML's constructor
+silently keeps the last one), and hostile input is refused before it costs anything: a size bound
+before parsing, a nesting bound while composing, and bounds on aliases and on the nodes they expand
+to (a "billion laughs" file composes to a few nodes but constructs to billions).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Set, Tuple, Union
+
+import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.resolver import Resolver
+
+from ..model import Diagnostic
+from . import codes
+
+MAX_CONFIG_BYTES = 1 << 20
+MAX_DEPTH = 64
+MAX_ALIASES = 100
+MAX_ALIAS_NODES = 10_000
+
+KeyPath = Tuple[Union[str, int], ...]
+Position = Tuple[Optional[int], Optional[int]]
+
+_TAG = "tag:yaml.org,2002:"
+_MERGE_TAG = _TAG + "merge"
+# Tags whose scalars become JSON values; timestamps stay text (a rules file has no date type).
+_SCALAR_AS_TEXT = {_TAG + "str", _TAG + "timestamp", _TAG + "value"}
+_COLLECTION_TAGS = {_TAG + "map", _TAG + "omap", _TAG + "pairs", _TAG + "set", _TAG + "seq"}
+
+
+class SourceProblem(Exception):
+    """The input cannot be turned into a document at all; ``diagnostics`` says why and where."""
+
+    def __init__(self, diagnostics: List[Diagnostic]) -> None:
+        super().__init__(diagnostics[0].message if diagnostics else "unreadable rules file")
+        self.diagnostics = diagnostics
+
+
+class Source:
+    """The text of a rules file and where it came from."""
+
+    __slots__ = ("text", "file", "base_dir")
+
+    def __init__(self, text: str, file: Optional[str], base_dir: str) -> None:
+        self.text = text
+        self.file = file  # None for YAML passed as text
+        self.base_dir = base_dir  # relative paths inside the file resolve against this
+
+
+class Document:
+    """The composed file: ``value`` holds plain dicts/lists/scalars; positions are looked up by key
+    path (a tuple of keys and list indexes)."""
+
+    __slots__ = ("value", "file", "base_dir", "problems", "_value_at", "_key_at")
+
+    def __init__(self, value: Any, file: Optional[str], base_dir: str,
+                 value_at: Dict[KeyPath, Tuple[int, int]], key_at: Dict[KeyPath, Tuple[int, int]],
+                 problems: Optional[List[Diagnostic]] = None) -> None:
+        self.value = value
+        self.file = file
+        self.base_dir = base_dir
+        # Problems found while composing that still leave a usable value (a repeated key keeps its
+        # first value), so the rest of the file can be checked and every problem reported at once.
+        self.problems: List[Diagnostic] = problems or []
+        self._value_at = value_at
+        self._key_at = key_at
+
+    def position(self, path: KeyPath, *, key: bool = False) -> Position:
+        """Line/column of the value at ``path`` (of its key when ``key``); for a path that does not
+        exist (a missing key, a default) the nearest enclosing value that does."""
+        if key and path in self._key_at:
+            return self._key_at[path]
+        p = tuple(path)
+        while True:
+            if p in self._value_at:
+                return self._value_at[p]
+            if not p:
+                return (None, None)
+            p = p[:-1]
+
+
+# -- reading ------------------------------------------------------------------------------------
+def read_source(path_or_text: Any) -> Source:
+    """A ``str``/``PathLike`` naming a file is read as a file; a ``str`` with a newline is YAML text;
+    ``bytes`` are YAML content. Raises :class:`SourceProblem`."""
+    if isinstance(path_or_text, (bytes, bytearray)):
+        text = _decode(bytes(path_or_text), None)
+        return Source(text, None, os.getcwd())
+    if isinstance(path_or_text, str) and "\n" in path_or_text:
+        _check_text_size(path_or_text)
+        _check_text_encodable(path_or_text)
+        return Source(path_or_text, None, os.getcwd())
+    if not isinstance(path_or_text, (str, os.PathLike)):
+        raise SourceProblem([Diagnostic(
+            codes.E_PATH_NOT_FOUND,
+            f"expected a path or YAML text, got {type(path_or_text).__name__}",
+            hint="pass the path of the rules file, or its YAML text (text must contain a newline)",
+        )])
+    return _read_file(Path(os.fspath(path_or_text)))
+
+
+def _read_file(path: Path) -> Source:
+    label = str(path)
+    try:
+        is_file = path.is_file()
+    except (OSError, ValueError):
+        is_file = False
+    if not is_file:
+        what = "is a directory, not a rules file" if _is_dir(path) else "does not exist"
+        raise SourceProblem([Diagnostic(
+            codes.E_PATH_NOT_FOUND, f"rules file `{label}` {what}", file=label,
+            hint="check the path (relative paths are taken from the current directory); "
+                 "YAML passed as text must contain a newline",
+        )])
+    try:
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise SourceProblem([_too_large(size, label)])
+        with path.open("rb") as fh:
+            data = fh.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise SourceProblem([Diagnostic(
+            codes.E_PATH_UNREADABLE, f"cannot read rules file `{label}`: {exc.strerror or exc}", file=label,
+            hint="check the file's permissions",
+        )]) from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise SourceProblem([_too_large(len(data), label)])
+    text = _decode(data, label)
+    return Source(text, label, str(path.resolve().parent))
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _too_large(size: int, label: Optional[str]) -> Diagnostic:
+    return Diagnostic(
+        codes.E_CFG_TOO_LARGE,
+        f"rules file is {size} bytes; the limit is {MAX_CONFIG_BYTES} bytes (1 MiB)" if size <= 10 * MAX_CONFIG_BYTES
+        else f"rules file is larger than the limit of {MAX_CONFIG_BYTES} bytes (1 MiB)",
+        file=label,
+        hint="split the rules into several files, or move large JSON Schemas to `schema_file`s",
+    )
+
+
+def _check_text_size(text: str) -> None:
+    if len(text) * 4 <= MAX_CONFIG_BYTES:
+        return
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_CONFIG_BYTES:
+        raise SourceProblem([_too_large(size, None)])
+
+
+def _check_text_encodable(text: str) -> None:
+    # Text from surrogateescape decoding carries lone surrogates, which no YAML parser accepts.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        before = text[: exc.start]
+        line = before.count("\n") + 1
+        column = exc.start - (before.rfind("\n") + 1) + 1
+        raise SourceProblem([Diagnostic(
+            codes.E_CFG_ENCODING,
+            f"rules text is not valid Unicode: lone surrogate U+{ord(text[exc.start]):04X} at character {exc.start}",
+            line=line, column=column,
+            hint="pass the rules as UTF-8 bytes or text without surrogates (undo a surrogateescape decoding)",
+        )]) from None
+
+
+def _decode(data: bytes, label: Optional[str]) -> str:
+    if len(data) > MAX_CONFIG_BYTES:
+        raise SourceProblem([_too_large(len(data), label)])
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = data[: exc.start]
+        line = before.count(b"\n") + 1
+        column = exc.start - (before.rfind(b"\n") + 1) + 1
+        raise SourceProblem([Diagnostic(
+            codes.E_CFG_ENCODING,
+            f"rules file is not valid UTF-8: byte 0x{data[exc.start]:02x} at byte offset {exc.start} ({exc.reason})",
+            file=label, line=line, column=column,
+            hint="save the file as UTF-8",
+        )]) from None
+
+
+# -- composing ----------------------------------------------------------------------------------
+class _Refused(Exception):
+    def __init__(self, code: str, message: str, mark: Any, hint: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.mark = mark
+        self.hint = hint
+
+
+class _Bounds:
+    """Composer hooks that count aliases and bound nesting. PyYAML's composer recurses once per
+    nesting level, so the bound also keeps a hostile file from exhausting the stack."""
+
+    alias_count = 0
+    depth = 0
+
+    def compose_node(self, parent: Optional[Node], index: Any) -> Node:
+        loader: Any = self
+        if loader.check_event(yaml.AliasEvent):
+            self.alias_count += 1
+            if self.alias_count > MAX_ALIASES:
+                raise _Refused(
+                    codes.E_CFG_ALIAS,
+                    f"more than {MAX_ALIASES} YAML aliases; refused as a possible alias bomb",
+                    loader.peek_event().start_mark,
+                    "write the repeated parts out, or use fewer `*alias` references",
+                )
+            return Composer.compose_node(loader, parent, index)  # type: ignore[no-any-return]
+        if loader.check_event(yaml.MappingStartEvent, yaml.SequenceStartEvent):
+            self.depth += 1
+            try:
+                if self.depth > MAX_DEPTH:
+                    raise _Refused(
+                        codes.E_CFG_TOO_DEEP,
+                        f"nesting deeper than {MAX_DEPTH} levels",
+                        loader.peek_event().start_mark,
+                        "flatten the structure; a rules file never needs this depth",
+                    )
+                return Composer.compose_node(loader, parent, index)  # type: ignore[no-any-return]
+            finally:
+                self.depth -= 1
+        return Composer.compose_node(loader, parent, index)  # type: ignore[no-any-return]
+
+
+class _PythonLoader(_Bounds, yaml.SafeLoader):
+    pass
+
+
+_LOADERS: List[Any] = [_PythonLoader]
+
+if getattr(yaml, "__with_libyaml__", False):  # pragma: no branch - depends on how PyYAML was built
+    from yaml.cyaml import CParser
+
+    class _LibyamlLoader(_Bounds, CParser, Composer, SafeConstructor, Resolver):  # type: ignore[misc]
+        """libyaml's C scanner/parser for speed (a 1 MiB file parses in seconds, not minutes), with
+        the Python composer above so that the bounds, positions and duplicate checks are the same."""
+
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            Composer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+
+        get_single_node = Composer.get_single_node
+        get_node = Composer.get_node
+        check_node = Composer.check_node
+
+    _LOADERS.insert(0, _LibyamlLoader)
+
+
+def _mark_pos(mark: Any) -> Tuple[Optional[int], Optional[int]]:
+    if mark is None:
+        return (None, None)
+    return (mark.line + 1, mark.column + 1)
+
+
+def _line_col_of_index(text: str, index: int) -> Tuple[int, int]:
+    before = text[:index]
+    return before.count("\n") + 1, index - (before.rfind("\n") + 1) + 1
+
+
+def parse_document(source: Source) -> Document:
+    """Compose ``source`` into a :class:`Document`. Raises :class:`SourceProblem` when the text is not
+    a usable YAML document; lesser problems (repeated keys, unsupported tags) go to ``problems``."""
+    file = source.file
+    loader: Any = None
+    try:
+        loader = _LOADERS[0](source.text)  # the reader checks for forbidden characters right here
+        node = loader.get_single_node()
+    except _Refused as r:
+        line, col = _mark_pos(r.mark)
+        raise SourceProblem([Diagnostic(r.code, r.message, file=file, line=line, column=col, hint=r.hint)]) from None
+    except yaml.reader.ReaderError as exc:
+        line, col = _line_col_of_index(source.text, exc.position)
+        raise SourceProblem([Diagnostic(
+            codes.E_CFG_PARSE,
+            f"character U+{exc.character:04X} is not allowed in YAML" if isinstance(exc.character, int)
+            else f"unreadable character: {exc.reason}",
+            file=file, line=line, column=col,
+            hint="remove the control character (write it as an escape such as \"\\x07\" inside a quoted string)",
+        )]) from None
+    except yaml.MarkedYAMLError as exc:
+        line, col = _mark_pos(exc.problem_mark or exc.context_mark)
+        if "maximum nesting depth" in (exc.problem or ""):  # libyaml's own bound, met while scanning ahead
+            raise SourceProblem([Diagnostic(codes.E_CFG_TOO_DEEP, f"nesting deeper than {MAX_DEPTH} levels",
+                                            file=file, line=line, column=col,
+                                            hint="flatten the structure; a rules file never needs this depth")]) from None
+        parts = [p for p in (exc.context, exc.problem) if p]
+        raise SourceProblem([Diagnostic(
+            codes.E_CFG_PARSE, "YAML syntax error: " + ("; ".join(parts) or "invalid YAML"),
+            file=file, line=line, column=col, hint=_parse_hint(exc),
+        )]) from None
+    except yaml.YAMLError as exc:
+        raise SourceProblem([Diagnostic(codes.E_CFG_PARSE, f"YAML syntax error: {exc}", file=file)]) from None
+    except RecursionError:
+        raise SourceProblem([Diagnostic(codes.E_CFG_TOO_DEEP, f"nesting deeper than {MAX_DEPTH} levels",
+                                        file=file)]) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+    if node is None:
+        return Document(None, file, source.base_dir, {}, {})
+    builder = _ValueBuilder(file)
+    try:
+        value = builder.build(node, ())
+    except _Refused as r:
+        line, col = _mark_pos(r.mark)
+        raise SourceProblem([Diagnostic(r.code, r.message, file=file, line=line, column=col, hint=r.hint)]) from None
+    return Document(value, file, source.base_dir, builder.value_at, builder.key_at, builder.problems)
+
+
+def _parse_hint(exc: yaml.MarkedYAMLError) -> str:
+    problem = (exc.problem or "").lower()
+    if "tab" in problem or "\\t" in problem:
+        return "indent with spaces, not tabs"
+    if "undefined alias" in problem:
+        return "define the anchor (`&name`) before using `*name`"
+    if "mapping values are not allowed" in problem:
+        return "quote the value if it contains `: `, or fix the indentation of this line"
+    if "single document" in problem:
+        return "a rules file holds one YAML document; remove the extra `---`"
+    return "fix the YAML syntax at this position (check indentation, quotes and brackets)"
+
+
+class _ValueBuilder:
+    """Turns composed nodes into plain values, recording positions and duplicate keys."""
+
+    def __init__(self, file: Optional[str]) -> None:
+        self.file = file
+        self.value_at: Dict[KeyPath, Tuple[int, int]] = {}
+        self.key_at: Dict[KeyPath, Tuple[int, int]] = {}
+        self.problems: List[Diagnostic] = []
+        self._seen: Set[int] = set()
+        self._alias_nodes = 0
+        self._scalars = SafeConstructor()
+
+    def _record(self, path: KeyPath, node: Node) -> None:
+        line, col = _mark_pos(node.start_mark)
+        if line is not None and col is not None:
+            self.value_at[path] = (line, col)
+
+    def build(self, node: Node, path: KeyPath, via_alias: bool = False) -> Any:
+        # A node met a second time is an alias use: what it expands to is counted, and bounded.
+        if id(node) in self._seen:
+            via_alias = True
+        self._seen.add(id(node))
+        if via_alias:
+            self._alias_nodes += 1
+            if self._alias_nodes > MAX_ALIAS_NODES:
+                raise _Refused(
+                    codes.E_CFG_ALIAS,
+                    f"YAML aliases expand to more than {MAX_ALIAS_NODES} nodes; refused as a possible alias bomb",
+                    node.start_mark,
+                    "write the repeated parts out, or reduce nested `*alias` references",
+                )
+        if len(path) > MAX_DEPTH:
+            # Only reachable through aliases (a recursive anchor); composing already bounds the rest.
+            raise _Refused(codes.E_CFG_TOO_DEEP, f"nesting deeper than {MAX_DEPTH} levels (through aliases)",
+                           node.start_mark, "remove the recursive alias")
+        self._record(path, node)
+        if isinstance(node, ScalarNode):
+            return self._scalar(node)
+        if isinstance(node, SequenceNode):
+            self._check_collection_tag(node)
+            return [self.build(item, path + (i,), via_alias) for i, item in enumerate(node.value)]
+        if isinstance(node, MappingNode):
+            self._check_collection_tag(node)
+            return self._mapping(node, path, via_alias)
+        return None  # pragma: no cover - PyYAML has no other node kind
+
+    def _check_collection_tag(self, node: Node) -> None:
+        if node.tag not in _COLLECTION_TAGS:
+            self._unsupported_tag(node)
+
+    def _unsupported_tag(self, node: Node) -> None:
+        line, col = _mark_pos(node.start_mark)
+        self.problems.append(Diagnostic(
+            codes.E_CFG_PARSE, f"YAML tag `{node.tag}` is not supported in a rules file",
+            file=self.file, line=line, column=col,
+            hint="remove the tag; a rules file holds plain mappings, lists, strings, numbers, booleans and nulls",
+        ))
+
+    def _scalar(self, node: ScalarNode) -> Any:
+        tag = node.tag
+        if tag in _SCALAR_AS_TEXT:
+            return node.value
+        try:
+            if tag == _TAG + "null":
+                return None
+            if tag == _TAG + "bool":
+                return self._scalars.construct_yaml_bool(node)
+            if tag == _TAG + "int":
+                return self._scalars.construct_yaml_int(node)
+            if tag == _TAG + "float":
+                return self._scalars.construct_yaml_float(node)
+        except (ValueError, TypeError, yaml.YAMLError):
+            line, col = _mark_pos(node.start_mark)
+            self.problems.append(Diagnostic(
+                codes.E_CFG_PARSE, f"`{node.value}` is not a valid {tag[len(_TAG):]}",
+                file=self.file, line=line, column=col, hint="quote it to make it a string",
+            ))
+            return node.value
+        self._unsupported_tag(node)
+        return node.value
+
+    def _key_text(self, key_node: Node, path: KeyPath) -> Optional[str]:
+        if isinstance(key_node, ScalarNode):
+            # The key as written: `on:`/`yes:`/`1:` stay the text the user typed.
+            return str(key_node.value)
+        line, col = _mark_pos(key_node.start_mark)
+        self.problems.append(Diagnostic(
+            codes.E_CFG_TYPE, "a mapping key must be a plain scalar, not a list or mapping",
+            file=self.file, line=line, column=col, path=format_path(path), hint="use a string key",
+        ))
+        return None
+
+    def _mapping(self, node: MappingNode, path: KeyPath, via_alias: bool) -> Dict[str, Any]:
+        out: Dict[str, Any] = {}
+        first_at: Dict[str, Tuple[Optional[int], Optional[int]]] = {}
+        merges: List[Tuple[Node, Node]] = []
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
+                merges.append((key_node, value_node))
+                continue
+            key = self._key_text(key_node, path)
+            if key is None:
+                continue
+            kline, kcol = _mark_pos(key_node.start_mark)
+            if key in first_at:
+                line0 = first_at[key][0]
+                self.problems.append(Diagnostic(
+                    codes.E_CFG_DUPLICATE_KEY,
+                    f"duplicate key `{key}` (first given at line {line0})",
+                    file=self.file, line=kline, column=kcol, path=format_path(path + (key,)),
+                    hint="keep one of the two; YAML parsers differ on which one wins",
+                ))
+                continue
+            first_at[key] = (kline, kcol)
+            if kline is not None and kcol is not None:
+                self.key_at[path + (key,)] = (kline, kcol)
+            out[key] = self.build(value_node, path + (key,), via_alias)
+        # `<<: *base` merges: keys written here win over merged ones; earlier sources win over later.
+        for key_node, value_node in merges:
+            sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
+            for src in sources:
+                if not isinstance(src, MappingNode):
+                    line, col = _mark_pos(src.start_mark)
+                    self.problems.append(Diagnostic(
+                        codes.E_CFG_TYPE, "`<<` must merge a mapping (or a list of mappings)",
+                        file=self.file, line=line, column=col, path=format_path(path),
+                        hint="point `<<` at an anchored mapping, e.g. `<<: *defaults`",
+                    ))
+                    continue
+                merged = self._mapping_for_merge(src, path)
+                for k, v in merged.items():
+                    if k not in out:
+                        out[k] = v
+        return out
+
+    def _mapping_for_merge(self, src: MappingNode, path: KeyPath) -> Dict[str, Any]:
+        # Positions recorded for merged keys point at the anchored mapping; explicit keys keep theirs.
+        saved_values = dict(self.value_at)
+        saved_keys = dict(self.key_at)
+        merged = self.build(src, path, True)
+        for table, saved in ((self.value_at, saved_values), (self.key_at, saved_keys)):
+            for k, v in saved.items():
+                table[k] = v
+        return merged if isinstance(merged, dict) else {}
+
+
+def format_path(path: KeyPath) -> str:
+    """``("tests", 0, "assertions", 1, "tool")`` -> ``tests[0].assertions[1].tool``."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part and all(c.isalnum() or c in "_-$" for c in part):
+            out += ("." if out else "") + part
+        else:
+            out += '["' + part.replace("\\", "\\\\").replace('"', '\\"') + '"]'
+    return out
+
+
+def parse_field_path(field: str) -> KeyPath:
+    """``policy.schema`` / ``rules[2].then`` / ``rules.2.then`` -> a key path below an assertion."""
+    out: List[Union[str, int]] = []
+    for chunk in field.replace("]", "").replace("[", ".").split("."):
+        if not chunk:
+            continue
+        out.append(int(chunk) if chunk.isdigit() else chunk)
+    return tuple(out)

@@ -1,0 +1,259 @@
+"""Every refusal of a rules file, with the real assertion types: what is refused, with which code,
+where (line, column, key path) and what the message says. Each row is one bad file."""
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, FrozenSet, List, NamedTuple, Optional, Tuple, Union
+
+import pytest
+
+from spanassert.config import ConfigError, load_config
+from spanassert.model import Diagnostic
+
+
+class Refusal(NamedTuple):
+    name: str
+    text: Union[str, bytes]
+    codes: FrozenSet[str]  # any of these codes is the right refusal
+    path: Optional[str]  # key path of the diagnostic (None: not checked)
+    needles: Tuple[str, ...]  # substrings of message + hint
+    position: Optional[Tuple[int, int]] = None  # (line, column) when pinned
+
+
+def _test(body: str) -> str:
+    return "version: 1\ntests:\n  - id: t\n" + textwrap.indent(textwrap.dedent(body).lstrip("\n"), "    ")
+
+
+INEFFECTIVE = frozenset({"E_ASSERT_INEFFECTIVE"})
+# Assay refuses an explicitly vacuous `expected:` block as a config error of its own (it cannot be
+# overridden by --allow-ineffective-assertions); either code is a correct refusal.
+VACUOUS = frozenset({"E_ASSERT_INEFFECTIVE", "E_CFG_VACUOUS"})
+
+ALIAS_BOMB = "\n".join(
+    ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    + [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+) + "\n"
+
+REFUSALS: List[Refusal] = [
+    Refusal("unknown key", _test("""
+        assertions:
+          - type: trace_must_call_tool
+            tool: search
+            min_call: 2
+        """), frozenset({"E_CFG_UNKNOWN_KEY"}), "tests[0].assertions[0].min_call",
+        ("unknown key `min_call`", "did you mean `min_calls`?"), (7, 9)),
+    Refusal("unknown max_calls key (Assay's typo case)", _test("""
+        assertions:
+          - {type: trace_must_call_tool, tool: search, max_calls: 0}
+        """), frozenset({"E_CFG_UNKNOWN_KEY"}), "tests[0].assertions[0].max_calls", ("max_calls",)),
+    Refusal("unknown top-level key", "version: 1\ntest:\n  - id: t\n", frozenset({"E_CFG_UNKNOWN_KEY"}), "test",
+            ("did you mean `tests`?",), (2, 1)),
+    Refusal("duplicate key", _test("""
+        assertions:
+          - type: trace_must_not_call_tool
+            tool: drop_table
+            tool: read_table
+        """), frozenset({"E_CFG_DUPLICATE_KEY"}), "tests[0].assertions[0].tool", ("duplicate key `tool`",),
+        (7, 9)),
+    Refusal("duplicate test id",
+            "version: 1\ntests:\n  - id: t\n    assertions: [{type: trace_max_steps, max: 3}]\n"
+            "  - id: t\n    assertions: [{type: trace_max_steps, max: 4}]\n",
+            frozenset({"E_CFG_DUPLICATE_ID"}), "tests[1].id", ("`t`", "line 3"), (5, 9)),
+    Refusal("expect: Pass", _test("""
+        assertions:
+          - type: tool_blocklist
+            test_tool_calls: [read_file, delete_database]
+            policy: {blocked: [delete_database]}
+            expect: Pass
+        """), frozenset({"E_CFG_VALUE"}), "tests[0].assertions[0].expect", ("pass", "fail")),
+    Refusal("two-entry expected list", _test("""
+        expected:
+          - must_contain: Tokyo
+          - must_contain: Paris
+        """), frozenset({"E_CFG_EXPECTED_MULTIPLE"}), "tests[0].expected",
+        ("2 entries", "separate tests", "assertions:")),
+    Refusal("min_calls: 0", _test("""
+        assertions:
+          - {type: trace_must_call_tool, tool: search, min_calls: 0}
+        """), INEFFECTIVE, "tests[0].assertions[0]",
+        ("`t`", "#0", "trace_must_call_tool", "min_calls", "--allow-ineffective-assertions")),
+    Refusal("empty tool name", _test("""
+        assertions:
+          - {type: trace_must_not_call_tool, tool: ""}
+        """), frozenset({"E_ASSERT_INEFFECTIVE", "E_CFG_VALUE"}), "tests[0].assertions[0]", ("tool",)),
+    Refusal("empty sequence with allow_other_tools: true", _test("""
+        assertions:
+          - {type: trace_tool_sequence, sequence: [], allow_other_tools: true}
+        """), INEFFECTIVE, "tests[0].assertions[0]", ("trace_tool_sequence", "sequence")),
+    Refusal("empty blocked (expected)", _test("""
+        expected: {type: tool_blocklist, blocked: []}
+        """), VACUOUS, None, ("blocked",)),
+    Refusal("absent blocked (expected)", _test("""
+        expected: {type: tool_blocklist}
+        """), frozenset({"E_CFG_REQUIRED"}), "tests[0].expected", ("blocked",)),
+    Refusal("empty blocked (unit form)", _test("""
+        assertions:
+          - {type: tool_blocklist, test_tool_calls: [a], policy: {blocked: []}, expect: pass}
+        """), VACUOUS, None, ("blocked",)),
+    Refusal("absent blocked (unit form)", _test("""
+        assertions:
+          - {type: tool_blocklist, test_tool_calls: [a], policy: {}, expect: pass}
+        """), VACUOUS | {"E_CFG_REQUIRED"}, None, ("blocked",)),
+    Refusal("policy without usable regex", _test("""
+        assertions:
+          - type: sequence_valid
+            test_trace_raw: [{tool: submit_payment}]
+            policy: {}
+            expect: pass
+        """), VACUOUS | {"E_CFG_REQUIRED"}, None, ("regex",)),
+    Refusal("policy with empty regex", _test("""
+        assertions:
+          - type: sequence_valid
+            test_trace_raw: [{tool: submit_payment}]
+            policy: {regex: ""}
+            expect: pass
+        """), VACUOUS | {"E_CFG_VALUE"}, None, ("regex",)),
+    Refusal("JSON Schema that constrains nothing (expected args_valid)", _test("""
+        expected:
+          type: args_valid
+          schema: {transfer_funds: {description: anything goes}}
+        """), VACUOUS, None, ("schema",)),
+    Refusal("JSON Schema that constrains nothing (trace_args_valid)", _test("""
+        assertions:
+          - {type: trace_args_valid, tool: transfer_funds, schema: {}}
+        """), VACUOUS, None, ("schema",)),
+    Refusal("JSON Schema that constrains nothing (unit args_valid)", _test("""
+        assertions:
+          - {type: args_valid, tool: transfer_funds, test_args: {amount: 1}, policy: {schema: {}}, expect: pass}
+        """), VACUOUS, None, ("JSON Schema",)),
+    Refusal("before with first == then", _test("""
+        expected:
+          type: sequence_valid
+          rules:
+            - {type: before, first: auth, then: auth}
+        """), VACUOUS | {"E_CFG_RULE"}, None, ("cannot constrain",)),
+    Refusal("empty must_contain", _test("""
+        expected: {type: must_contain, must_contain: []}
+        """), VACUOUS, "tests[0].expected.must_contain", ("must_contain", "pass for any response")),
+    Refusal("rules: [] without sequence", _test("""
+        expected: {type: sequence_valid, rules: []}
+        """), VACUOUS, "tests[0].expected.rules", ("rules",)),
+    Refusal("test_trace instead of test_trace_raw", _test("""
+        assertions:
+          - type: sequence_valid
+            test_trace: [{tool: a}]
+            policy: {regex: '^a$'}
+            expect: pass
+        """), frozenset({"E_CFG_UNKNOWN_KEY", "E_CFG_VALUE", "E_CFG_UNIT", "E_ASSERT_INEFFECTIVE"}),
+        "tests[0].assertions[0].test_trace", ("test_trace_raw",)),
+    Refusal("semantic_similarity_to without an embedder", _test("""
+        expected: {type: semantic_similarity_to, semantic_similarity_to: "the refund was issued"}
+        """), frozenset({"E_CFG_EMBEDDER"}), None, ("embedder",)),
+    Refusal("top-level policies (Assay v0)", "version: 1\npolicies: [x]\ntests:\n  - id: t\n",
+            frozenset({"E_CFG_LEGACY_POLICIES"}), "policies", ("assertions:",), (2, 1)),
+    Refusal("$ref expected (legacy)", _test("""
+        expected: {$ref: checks.yaml}
+        """), frozenset({"E_CFG_LEGACY_REF"}), None, ("version 1",)),
+    Refusal("expected: null", _test("""
+        expected: null
+        """), frozenset({"E_CFG_EXPECTED"}), "tests[0].expected", ("null",)),
+    Refusal("unrecognised expected block", _test("""
+        expected: {must_contains: [Tokyo]}
+        """), frozenset({"E_CFG_EXPECTED"}), "tests[0].expected",
+        ("must_contains", "did you mean `must_contain`?", "legacy")),
+    Refusal("unknown severity spelling", _test("""
+        severity: high
+        assertions: [{type: trace_max_steps, max: 3}]
+        """), frozenset({"E_CFG_VALUE"}), "tests[0].severity", ("critical, error, warning, info",)),
+    Refusal("unknown assertion type", _test("""
+        assertions: [{type: trace_must_call, tool: a}]
+        """), frozenset({"E_CFG_UNKNOWN_TYPE"}), "tests[0].assertions[0].type",
+        ("trace_must_call", "did you mean `trace_must_call_tool`?")),
+    Refusal("over 1 MiB", "version: 1\n# " + "x" * (1 << 20) + "\n", frozenset({"E_CFG_TOO_LARGE"}), "", ("1 MiB",)),
+    Refusal("alias bomb", ALIAS_BOMB, frozenset({"E_CFG_ALIAS"}), "", ("alias",)),
+    Refusal("non-UTF-8", b"version: 1\ntests:\n  - id: caf\xe9\n", frozenset({"E_CFG_ENCODING"}), "",
+            ("byte offset 29",), (3, 12)),
+    Refusal("deep nesting", "version: 1\nx-deep: " + "[" * 80 + "]" * 80 + "\n", frozenset({"E_CFG_TOO_DEEP"}), "",
+            ("64",), (2, 72)),
+    Refusal("YAML syntax error", "version: 1\ntests: [\n", frozenset({"E_CFG_PARSE"}), "", ("YAML",), (3, 1)),
+]
+
+
+def _diagnostics(text: Union[str, bytes], tmp_path: Path) -> List[Diagnostic]:
+    path = tmp_path / "rules.yaml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
+    with pytest.raises(ConfigError) as exc:
+        load_config(path)
+    return exc.value.diagnostics
+
+
+@pytest.mark.parametrize("case", REFUSALS, ids=[r.name for r in REFUSALS])
+def test_refusal(case: Refusal, tmp_path: Path) -> None:
+    diags = _diagnostics(case.text, tmp_path)
+    errors = [d for d in diags if d.severity == "error"]
+    matching = [d for d in errors if d.code in case.codes]
+    assert matching, "expected one of %s, got:\n%s" % (sorted(case.codes), "\n".join(d.format() for d in diags))
+    d = matching[0]
+    if case.path is not None:
+        assert d.path == case.path or d.path.startswith(case.path + "."), d.format()
+    text = d.message + " " + (d.hint or "")
+    for needle in case.needles:
+        assert needle in text, d.format()
+    assert d.file == str(tmp_path / "rules.yaml")
+    if case.position is not None:
+        assert (d.line, d.column) == case.position, d.format()
+    elif case.path:
+        assert d.line is not None, d.format()
+
+
+def test_ineffective_assertion_is_kept_as_a_warning_when_allowed(tmp_path: Path) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text(_test("""
+        assertions:
+          - {type: trace_must_call_tool, tool: search, min_calls: 0}
+        """), encoding="utf-8")
+    config = load_config(path, allow_ineffective_assertions=True)
+    (d,) = config.diagnostics
+    assert (d.code, d.severity) == ("E_ASSERT_INEFFECTIVE", "warning")
+    assert config.tests[0].assertions[0].type_name == "trace_must_call_tool"
+
+
+def test_semantic_similarity_loads_with_an_embedder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "toy_embedder.py").write_text(
+        "def embed(text):\n    return [float(len(text)), float(text.count(' ')), 1.0]\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = load_config(
+        "version: 1\nsettings: {embedder: 'toy_embedder:embed'}\n" + _test("""
+        expected: {type: semantic_similarity_to, semantic_similarity_to: "the refund was issued"}
+        """).split("\n", 1)[1])
+    assert config.tests[0].assertions[0].type_name == "semantic_similarity_to"
+    sys.modules.pop("toy_embedder", None)
+
+
+def test_empty_sequence_is_an_effective_expected_check() -> None:
+    config = load_config(_test("""
+        expected: {type: sequence_valid, sequence: []}
+        """))
+    assert [a.type_name for a in config.tests[0].assertions] == ["sequence_valid"]
+    assert config.diagnostics == []
+
+
+def test_relative_schema_file_resolves_against_the_rules_file_directory(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    rules_dir = tmp_path / "rules"
+    rules_dir.mkdir()
+    (rules_dir / "answer.schema.json").write_text('{"type": "object", "required": ["answer"]}', encoding="utf-8")
+    (rules_dir / "rules.yaml").write_text(_test("""
+        expected: {type: json_schema, schema_file: answer.schema.json}
+        """), encoding="utf-8")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    config = load_config(Path("..") / "rules" / "rules.yaml")
+    assert config.tests[0].assertions[0].type_name == "json_schema"
+    # The same text given inline has no file: its relative paths are taken from the current directory.
+    with pytest.raises(ConfigError) as exc:
+        load_config((rules_dir / "rules.yaml").read_text(encoding="utf-8"))
+    assert any("answer.schema.json" in d.message for d in exc.value.diagnostics)
