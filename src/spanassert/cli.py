@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, TextIO
+from typing import Any, Dict, List, Optional, TextIO, Tuple
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -150,30 +150,38 @@ def run_schema(args: argparse.Namespace) -> int:
 
 
 # -- wiring -------------------------------------------------------------------------------------
-SUBCOMMANDS: List[Callable[[Any], None]] = [add_validate_command, add_schema_command]
+# name -> (module, function adding the subparser, one-line help). A command's module is imported only
+# when that command runs (or its --help is asked), so `spanassert validate` does not pay for the
+# receiver's imports.
+SUBCOMMANDS: Dict[str, Tuple[str, str, str]] = {
+    "validate": ("spanassert.cli", "add_validate_command", "check rules files and run their unit-test forms"),
+    "schema": ("spanassert.cli", "add_schema_command", "print the JSON Schema of the rules file"),
+    "replay": ("spanassert.replay_cli", "add_replay_command", "re-check exported OTLP trace files"),
+    "serve": ("spanassert.serve", "add_serve_command", "receive OTLP traces and check them live"),
+}
 
-from .replay_cli import add_replay_command  # noqa: E402 - `replay` lives in its own module
 
-SUBCOMMANDS.append(add_replay_command)
+def build_parser(argv: Optional[List[str]] = None) -> argparse.ArgumentParser:
+    import importlib
 
-from .serve import add_serve_command  # noqa: E402 - `serve` lives in its own module
-
-SUBCOMMANDS.append(add_serve_command)
-
-
-def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="spanassert",
         description="Check assertions about AI-agent tool calls from OpenTelemetry spans.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in SUBCOMMANDS:
-        add(sub)
+    chosen = next((a for a in (argv or []) if not a.startswith("-")), None)
+    for name, (module, func, help_text) in SUBCOMMANDS.items():
+        if chosen is None or name == chosen:
+            getattr(importlib.import_module(module), func)(sub)
+        else:
+            sub.add_parser(name, help=help_text)
     return parser
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits on usage errors and --help; main returns instead

@@ -22,6 +22,16 @@ _SUBSCHEMA_SINGLE = frozenset({"additionalProperties", "items", "additionalItems
                                "unevaluatedItems", "propertyNames", "contains", "then", "else"})
 _SUBSCHEMA_ALL = frozenset({"allOf"})
 _SUBSCHEMA_ANY = frozenset({"anyOf", "oneOf", "prefixItems"})
+# Keywords that can reject an instance on their own. Anything not listed anywhere here is unknown to
+# JSON Schema and ignored by validators (e.g. a placeholder `{ ... }`), so it constrains nothing.
+_ASSERTIONS = frozenset(
+    {
+        "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
+        "maxLength", "minLength", "pattern", "format", "maxItems", "minItems", "uniqueItems", "maxContains",
+        "minContains", "maxProperties", "minProperties", "required", "dependentRequired", "dependencies",
+        "not", "$ref", "$dynamicRef", "$recursiveRef",
+    }
+)
 
 
 def schema_is_vacuous(schema: Any) -> bool:
@@ -67,9 +77,9 @@ def schema_is_vacuous(schema: Any) -> bool:
             continue
         if key == "not" and value is False:
             continue
-        # Any other keyword (type, enum, const, minimum, required, pattern, format, not, ...)
-        # can reject some instance.
-        return False
+        if key in _ASSERTIONS:
+            return False  # type, enum, const, minimum, required, pattern, format, not, $ref, ...
+        # An unknown keyword: validators ignore it, so it rejects nothing.
     return True
 
 
