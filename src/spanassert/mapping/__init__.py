@@ -1,0 +1,12 @@
+"""Conventions → tool calls, agent runs and model steps.
+
+``Mapper`` reads a span (its name, attributes and events) by the OTel GenAI, OpenInference,
+OpenLLMetry/Traceloop and framework conventions (pydantic-ai, Google ADK, Strands, MCP), after any
+user ``mappings:`` rules. The live processor, the OTLP replay and the receiver all use it.
+"""
+from __future__ import annotations
+
+from ._rules import ROLE_AGENT, ROLE_BY_NAME, ROLE_OTHER, ROLE_STEP, ROLE_TOOL
+from .mapper import Mapper
+
+__all__ = ["Mapper", "ROLE_OTHER", "ROLE_TOOL", "ROLE_AGENT", "ROLE_STEP", "ROLE_BY_NAME"]

@@ -1,0 +1,442 @@
+"""Which spans are tool calls, agent runs and model steps, and what they recorded.
+
+One :class:`Mapper` serves the live SpanProcessor, the OTLP file replay and the OTLP receiver, so
+all three read spans the same way. ``role()`` runs for every span on the application's hot path:
+a span carrying none of the GenAI / OpenInference / Traceloop markers costs a handful of dict
+lookups and two string tests. Everything else runs only for the few spans that matter.
+
+Only dedicated spans count as tool calls. A model (chat) span whose output messages *mention* tool
+calls is a step, never a call: the call itself has its own span, and counting both would double it.
+"""
+from __future__ import annotations
+
+import gc
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple
+
+from ..config.model import MappingRule
+from . import _content as content
+from ._rules import ROLE_AGENT, ROLE_OTHER, ROLE_STEP, ROLE_TOOL, CompiledRule, Getter, compile_rules
+
+# -- attribute names ------------------------------------------------------------------------------
+# OTel GenAI
+OPERATION = "gen_ai.operation.name"
+GENAI_TOOL_NAME = "gen_ai.tool.name"
+GENAI_CALL_ID = "gen_ai.tool.call.id"
+GENAI_ARGUMENTS = "gen_ai.tool.call.arguments"
+GENAI_RESULT = "gen_ai.tool.call.result"
+GENAI_AGENT_NAME = "gen_ai.agent.name"
+GENAI_WORKFLOW_NAME = "gen_ai.workflow.name"
+GENAI_OUTPUT_MESSAGES = "gen_ai.output.messages"
+GENAI_INPUT_MESSAGES = "gen_ai.input.messages"
+GENAI_CONVERSATION = "gen_ai.conversation.id"
+ERROR_TYPE = "error.type"
+MCP_METHOD = "mcp.method.name"
+# OpenInference
+OI_KIND = "openinference.span.kind"
+OI_TOOL_NAME = "tool.name"
+OI_TOOL_ID = "tool.id"
+OI_INPUT = "input.value"
+OI_OUTPUT = "output.value"
+OI_AGENT_NAME = "agent.name"
+OI_SESSION = "session.id"
+# OpenLLMetry / Traceloop
+TL_KIND = "traceloop.span.kind"
+TL_ENTITY_NAME = "traceloop.entity.name"
+TL_ENTITY_INPUT = "traceloop.entity.input"
+TL_ENTITY_OUTPUT = "traceloop.entity.output"
+TL_WORKFLOW_NAME = "traceloop.workflow.name"
+TL_SESSION = "traceloop.association.properties.session_id"
+TL_REQUEST_TYPE = "llm.request.type"  # older Traceloop model spans ("chat", "completion")
+# Google ADK
+ADK_ARGUMENTS = "gcp.vertex.agent.tool_call_args"
+ADK_RESULT = "gcp.vertex.agent.tool_response"
+# pydantic-ai instrumentation version 2
+PYD2_ARGUMENTS = "tool_arguments"
+PYD2_RESULT = "tool_response"
+PYD2_AGENT_NAME = "agent_name"
+PYD_FINAL_RESULT = "final_result"
+# Strands
+STRANDS_TOOL_STATUS = "gen_ai.tool.status"
+EV_DETAILS = "gen_ai.client.inference.operation.details"
+EV_TOOL_MESSAGE = "gen_ai.tool.message"
+EV_CHOICE = "gen_ai.choice"
+EV_EXCEPTION = "exception"
+
+STATUS_ERROR = 2  # OTLP numbering
+ERROR_OTHER = "_OTHER"
+
+_OPERATION_ROLES = {
+    "execute_tool": ROLE_TOOL,
+    "invoke_agent": ROLE_AGENT,
+    "invoke_workflow": ROLE_AGENT,
+    "chat": ROLE_STEP,
+    "text_completion": ROLE_STEP,
+    "generate_content": ROLE_STEP,
+}
+_OPENINFERENCE_ROLES = {
+    "TOOL": ROLE_TOOL,
+    "AGENT": ROLE_AGENT,
+    "LLM": ROLE_STEP,
+    "tool": ROLE_TOOL,
+    "agent": ROLE_AGENT,
+    "llm": ROLE_STEP,
+}
+_TRACELOOP_ROLES = {"tool": ROLE_TOOL, "agent": ROLE_AGENT, "workflow": ROLE_AGENT}
+_TRACELOOP_REQUEST_TYPES = ("chat", "completion")
+
+# Span-name markers, tested with one startswith/endswith call each on the hot path.
+_NAME_PREFIXES = ("execute_tool", "invoke_agent", "invoke_workflow", "running tool", "agent run")
+_NAME_SUFFIXES = (".tool", ".llm")
+_NAME_INITIALS = frozenset(p[0] for p in _NAME_PREFIXES)
+_TOOL_PREFIX = "execute_tool "
+_AGENT_PREFIXES = ("invoke_agent ", "invoke_workflow ")
+
+
+def lookup(attributes: Mapping[str, Any]) -> Getter:
+    """A ``get`` for the attribute mapping that does not raise internally on a missing key.
+
+    The SDK's ``BoundedAttributes`` inherits ``Mapping.get``, which raises and catches a KeyError
+    for every absent key (about twenty times the cost of a dict lookup), and a span's
+    ``.attributes`` is a ``MappingProxyType`` that forwards to exactly that. Most keys we look for
+    are absent on most spans, so we read the backing dict instead (reads need no lock: the GIL).
+    """
+    cls = type(attributes)
+    if cls is dict:
+        return attributes.get
+    if cls is MappingProxyType:
+        inner = _proxied(attributes)
+        if inner is None or type(inner) is dict:
+            return attributes.get  # a proxy over a dict is as fast as the dict
+        attributes = inner
+    backing = getattr(attributes, "_dict", None)
+    if type(backing) is dict:
+        return backing.get
+    return attributes.get
+
+
+def _proxied(proxy: Any) -> Optional[Mapping[str, Any]]:
+    # A mappingproxy references exactly the mapping it wraps; there is no public accessor.
+    referents = gc.get_referents(proxy)
+    if len(referents) == 1 and isinstance(referents[0], Mapping):
+        return referents[0]  # type: ignore[no-any-return]
+    return None
+
+
+def _text(value: Any) -> Optional[str]:
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else str(value)
+    return text if text.strip() else None
+
+
+def _role_from_name(name: str) -> int:
+    """The slow half of the name test, reached only when a marker prefix/suffix matched."""
+    if name == "execute_tool" or name.startswith(_TOOL_PREFIX) or name == "running tool":
+        return ROLE_TOOL
+    if name in ("invoke_agent", "invoke_workflow", "agent run") or name.startswith(_AGENT_PREFIXES):
+        return ROLE_AGENT
+    if name.endswith(".tool") and len(name) > 5:
+        return ROLE_TOOL
+    if name.endswith(".llm") and len(name) > 4:
+        return ROLE_STEP
+    return ROLE_OTHER
+
+
+def _events_named(events: Iterable[Any], name: str) -> Iterable[Mapping[str, Any]]:
+    for event in events:
+        if getattr(event, "name", None) == name:
+            attributes = getattr(event, "attributes", None)
+            if attributes:
+                yield attributes
+
+
+class Mapper:
+    """Reads spans by the conventions real instrumentations follow, after the user's own rules.
+
+    ``role()`` says what a span is (``ROLE_TOOL``, ``ROLE_AGENT``, ``ROLE_STEP`` or ``ROLE_OTHER``);
+    the other methods read what a tool or agent span recorded. Values come back as recorded (a JSON
+    string stays a string) with instrumentation wrappers removed; ``model.decode_content`` decodes.
+    """
+
+    __slots__ = ("_rules", "_argument_rules", "_result_rules", "_call_id_rules")
+
+    def __init__(self, rules: Sequence[MappingRule] = ()) -> None:
+        self._rules: Tuple[CompiledRule, ...] = compile_rules(rules)
+        self._argument_rules = tuple(r for r in self._rules if r.arguments)
+        self._result_rules = tuple(r for r in self._rules if r.result)
+        self._call_id_rules = tuple(r for r in self._rules if r.call_id)
+
+    # -- recognition --------------------------------------------------------------------------
+    def role(self, name: str, attributes: Mapping[str, Any]) -> int:
+        get = attributes.get if type(attributes) is dict else lookup(attributes)
+        if self._rules:
+            for rule in self._rules:
+                gate = rule.gate_key
+                if gate is not None and get(gate) is None:
+                    continue
+                if rule.matches(name, get):
+                    return rule.role
+        marker = get(OPERATION)
+        if marker is not None and isinstance(marker, str):
+            found = _OPERATION_ROLES.get(marker)
+            if found is not None:
+                return found
+        marker = get(OI_KIND)
+        if marker is not None and isinstance(marker, str):
+            found = _OPENINFERENCE_ROLES.get(marker)
+            if found is not None:
+                return found
+        marker = get(TL_KIND)
+        if marker is not None and isinstance(marker, str):
+            found = _TRACELOOP_ROLES.get(marker)
+            if found is not None:
+                return found
+        if get(MCP_METHOD) == "tools/call":
+            return ROLE_TOOL
+        if get(TL_REQUEST_TYPE) in _TRACELOOP_REQUEST_TYPES:
+            return ROLE_STEP
+        # Name markers last; the first-letter and "." guards skip most names cheaply.
+        if name[:1] in _NAME_INITIALS and name.startswith(_NAME_PREFIXES):
+            return _role_from_name(name)
+        if "." in name and name.endswith(_NAME_SUFFIXES):
+            return _role_from_name(name)
+        return ROLE_OTHER
+
+    def _rule_for(self, name: str, get: Getter) -> Optional[CompiledRule]:
+        for rule in self._rules:
+            if rule.matches(name, get):
+                return rule
+        return None
+
+    # -- tool spans ---------------------------------------------------------------------------
+    def tool_name(self, name: str, attributes: Mapping[str, Any]) -> Optional[str]:
+        """The called tool's name; None when a tool span does not say (an unreadable call)."""
+        get = lookup(attributes)
+        rule = self._rule_for(name, get) if self._rules else None
+        if rule is not None:
+            found = rule.tool_name_from(name, get)
+            if found is not None:
+                return found
+        for key in (GENAI_TOOL_NAME, OI_TOOL_NAME, TL_ENTITY_NAME):
+            found = _text(get(key))
+            if found is not None:
+                return found
+        if name.startswith(_TOOL_PREFIX):
+            return _text(name[len(_TOOL_PREFIX) :].strip())
+        if name.endswith(".tool"):
+            return _text(name[: -len(".tool")])
+        if get(MCP_METHOD) == "tools/call" and name.startswith("tools/call "):
+            return _text(name[len("tools/call ") :].strip())
+        if get(OI_KIND) in ("TOOL", "tool"):
+            # OpenInference emitters name tool spans after the function (and set tool.name only
+            # at the end, so this is what is known at span start).
+            return _text(name)
+        return None
+
+    def call_id(self, attributes: Mapping[str, Any]) -> Optional[str]:
+        get = lookup(attributes)
+        for rule in self._call_id_rules:
+            if rule.matches_attributes(get):
+                found = _text(get(rule.call_id))  # type: ignore[arg-type]
+                if found is not None:
+                    return found
+        for key in (GENAI_CALL_ID, OI_TOOL_ID):
+            found = _text(get(key))
+            if found is not None:
+                return found
+        return None
+
+    def arguments_raw(self, attributes: Mapping[str, Any], events: Iterable[Any] = ()) -> Any:
+        """The call's arguments as recorded (JSON string, structured value or bare string), with
+        instrumentation wrappers removed; None when the span did not record them.
+
+        ``tool.parameters`` (OpenInference) is the tool's parameter schema, not the arguments, and
+        is never read. User rules are consulted by their attribute conditions only (the span name
+        is not passed here); a rule's ``arguments`` attribute is specific enough on its own.
+        """
+        get = lookup(attributes)
+        for rule in self._argument_rules:
+            if rule.matches_attributes(get):
+                value = get(rule.arguments)  # type: ignore[arg-type]
+                if value is not None:
+                    return content.plain(value)
+        value = get(GENAI_ARGUMENTS)
+        if value is not None:
+            return content.unwrap_arguments(value)
+        value = get(OI_INPUT)
+        if value is not None:
+            return content.plain(value)
+        value = get(TL_ENTITY_INPUT)
+        if value is not None:
+            return content.unwrap_entity_input(value)
+        for key in (ADK_ARGUMENTS, PYD2_ARGUMENTS):
+            value = get(key)
+            if value is not None:
+                return content.plain(value)
+        return self._strands_arguments(events)
+
+    def result_raw(self, attributes: Mapping[str, Any], events: Iterable[Any] = ()) -> Any:
+        """The call's result as recorded, wrappers removed; None when not recorded."""
+        get = lookup(attributes)
+        for rule in self._result_rules:
+            if rule.matches_attributes(get):
+                value = get(rule.result)  # type: ignore[arg-type]
+                if value is not None:
+                    return content.plain(value)
+        value = get(GENAI_RESULT)
+        if value is not None:
+            return content.unwrap_result(value)
+        value = get(OI_OUTPUT)
+        if value is not None:
+            return content.plain(value)
+        value = get(TL_ENTITY_OUTPUT)
+        if value is not None:
+            return content.unwrap_result(value)
+        for key in (ADK_RESULT, PYD2_RESULT):
+            value = get(key)
+            if value is not None:
+                return content.plain(value)
+        return self._strands_result(events)
+
+    @staticmethod
+    def _strands_arguments(events: Iterable[Any]) -> Any:
+        # Strands records a tool's input as a span event, in its legacy or its latest form.
+        for event in events:
+            attributes = getattr(event, "attributes", None)
+            if not attributes:
+                continue
+            event_name = getattr(event, "name", None)
+            if event_name == EV_TOOL_MESSAGE:
+                value = attributes.get("content")
+                if value is not None:
+                    return content.plain(value)
+            elif event_name == EV_DETAILS:
+                messages = attributes.get(GENAI_INPUT_MESSAGES)
+                if messages is not None:
+                    value = content.message_part_field(messages, "tool_call", "arguments")
+                    if value is not None:
+                        return content.plain(value)
+        return None
+
+    @staticmethod
+    def _strands_result(events: Iterable[Any]) -> Any:
+        for event in events:
+            attributes = getattr(event, "attributes", None)
+            if not attributes:
+                continue
+            event_name = getattr(event, "name", None)
+            if event_name == EV_CHOICE:
+                value = attributes.get("message")
+                if value is not None:
+                    return content.plain(value)
+            elif event_name == EV_DETAILS:
+                messages = attributes.get(GENAI_OUTPUT_MESSAGES)
+                if messages is not None:
+                    value = content.message_part_field(messages, "tool_call_response", "response")
+                    if value is not None:
+                        return content.plain(value)
+        return None
+
+    def error_type(self, attributes: Mapping[str, Any], status_code: int, events: Iterable[Any] = ()) -> Optional[str]:
+        """Why the operation failed, or None if it did not: ``error.type``, else the type of a
+        recorded ``exception`` event, else ``_OTHER`` for a span whose status is ERROR."""
+        get = lookup(attributes)
+        declared = _text(get(ERROR_TYPE))
+        if declared is not None:
+            return declared
+        for event_attributes in _events_named(events, EV_EXCEPTION):
+            found = _text(event_attributes.get("exception.type"))
+            if found is not None:
+                return found
+        if status_code == STATUS_ERROR:
+            return ERROR_OTHER
+        # Strands reports a tool that returned an error result by status, not by exception.
+        if get(STRANDS_TOOL_STATUS) == "error":
+            return ERROR_OTHER
+        return None
+
+    # -- agent spans --------------------------------------------------------------------------
+    def agent_name(self, name: str, attributes: Mapping[str, Any]) -> Optional[str]:
+        get = lookup(attributes)
+        rule = self._rule_for(name, get) if self._rules else None
+        if rule is not None and rule.agent_name:
+            found = _text(get(rule.agent_name))
+            if found is not None:
+                return found
+        for key in (GENAI_AGENT_NAME, OI_AGENT_NAME):
+            found = _text(get(key))
+            if found is not None:
+                return found
+        if get(TL_KIND) in ("agent", "workflow"):
+            found = _text(get(TL_ENTITY_NAME))
+            if found is not None:
+                return found
+        for key in (TL_WORKFLOW_NAME, GENAI_WORKFLOW_NAME, PYD2_AGENT_NAME):
+            found = _text(get(key))
+            if found is not None:
+                return found
+        for prefix in _AGENT_PREFIXES:
+            if name.startswith(prefix):
+                return _text(name[len(prefix) :].strip())
+        if get(OI_KIND) in ("AGENT", "agent"):
+            # OpenInference emitters (e.g. openai-agents) name agent spans after the agent.
+            return _text(name)
+        for suffix in (".agent", ".workflow"):
+            if name.endswith(suffix):
+                return _text(name[: -len(suffix)])
+        return None
+
+    def final_output(self, attributes: Mapping[str, Any], events: Iterable[Any] = ()) -> Optional[str]:
+        """The agent's final answer text, or None when the span did not record it."""
+        get = lookup(attributes)
+        value = get(GENAI_OUTPUT_MESSAGES)
+        if value is not None:
+            text = content.assistant_text(value)
+            if text is not None:
+                return text
+        value = get(OI_OUTPUT)
+        if value is not None:
+            return content.as_text(value)
+        value = get(TL_ENTITY_OUTPUT)
+        if value is not None:
+            return content.entity_output_text(value)
+        value = get(PYD_FINAL_RESULT)
+        if value is not None:
+            return content.as_text(value)
+        return self._answer_from_events(events)
+
+    @staticmethod
+    def _answer_from_events(events: Iterable[Any]) -> Optional[str]:
+        # Strands puts the agent's answer in a span event; the last one is the final answer.
+        answer: Optional[str] = None
+        for event in events:
+            attributes = getattr(event, "attributes", None)
+            if not attributes:
+                continue
+            event_name = getattr(event, "name", None)
+            if event_name == EV_DETAILS:
+                messages = attributes.get(GENAI_OUTPUT_MESSAGES)
+                if messages is not None:
+                    text = content.assistant_text(messages)
+                    if text is not None:
+                        answer = text
+            elif event_name == EV_CHOICE:
+                message = attributes.get("message")
+                if message is not None:
+                    answer = content.as_text(message)
+        return answer
+
+    # -- episodes -----------------------------------------------------------------------------
+    def conversation_key(self, attributes: Mapping[str, Any], key: str) -> Optional[str]:
+        """The value of the episode key attribute; ``gen_ai.conversation.id`` also accepts the
+        session ids OpenInference and Traceloop record."""
+        get = lookup(attributes)
+        found = _text(get(key))
+        if found is not None or key != GENAI_CONVERSATION:
+            return found
+        for fallback in (OI_SESSION, TL_SESSION):
+            found = _text(get(fallback))
+            if found is not None:
+                return found
+        return None

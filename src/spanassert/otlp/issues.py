@@ -1,0 +1,51 @@
+"""Problems found while reading OTLP input, reported as data rather than raised."""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+ERROR = "error"
+WARNING = "warning"
+
+
+class InputIssue(NamedTuple):
+    """One problem in an input file: where it is (``line`` for JSON, byte ``offset`` for protobuf
+    frames) and what is wrong. ``severity`` is ``"error"`` (data was skipped) or ``"warning"``
+    (nothing was lost that a finished file would hold, e.g. a partial last line)."""
+
+    file: str
+    line: Optional[int]
+    offset: Optional[int]
+    reason: str
+    severity: str = ERROR
+
+    def format(self) -> str:
+        where = self.file
+        if self.line is not None:
+            where += f":{self.line}"
+        elif self.offset is not None:
+            where += f" (byte {self.offset})"
+        return f"{where}: {self.severity}: {self.reason}"
+
+    def __str__(self) -> str:
+        return self.format()
+
+
+class OTLPInputError(Exception):
+    """Raised by ``read_spans(..., strict=True)`` at the first error issue."""
+
+    def __init__(self, issue: InputIssue) -> None:
+        self.issue = issue
+        super().__init__(issue.format())
+
+
+class SpanDecodeError(ValueError):
+    """A decoded OTLP document (or one span in it) that cannot become a ``SpanRecord``.
+
+    ``path`` locates the offending element in the document, e.g.
+    ``resourceSpans[0].scopeSpans[1].spans[3].traceId``.
+    """
+
+    def __init__(self, reason: str, path: str = "") -> None:
+        self.reason = reason
+        self.path = path
+        super().__init__(f"{reason} (at {path})" if path else reason)
