@@ -53,7 +53,7 @@ def _tool_spans(tracer: Any, n: int) -> float:
         with tracer.start_as_current_span("invoke_agent support", attributes={
                 "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}):
             for i in range(per_episode - 1):
-                name = f"tool_{(e + i) % 50}"
+                name = f"tool_{i}"
                 with tracer.start_as_current_span(f"execute_tool {name}", attributes={
                         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
                         "gen_ai.tool.call.arguments": args}):
@@ -99,7 +99,7 @@ def _growth(config: Any) -> Dict[str, str]:
         root = tracer.start_span("invoke_agent long", attributes={"gen_ai.operation.name": "invoke_agent"})
         ctx = trace.set_span_in_context(root)
         for i in range(10_200):
-            name = f"tool_{i % 50}"
+            name = f"tool_{i % 19}"
             t0 = time.perf_counter()
             s = tracer.start_span(f"execute_tool {name}", context=ctx, attributes={
                 "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,

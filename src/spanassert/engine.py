@@ -315,13 +315,16 @@ class Engine:
                     return self._late_call(self.recent[trace_id], trace_id, span_id, parent_id, name, attributes,
                                            start_ns, end_ns, status_code, events)
             return None
-        if role is None:
-            role = self.mapper.role(name, attributes)
         t0 = time.perf_counter()
         self._touch(ep, end_ns)
         agent = ep.spans.pop(span_id, None)
+        # A call started as a tool is still one: no need to read its markers again.
+        call = ep.open_calls.pop(span_id, None)
+        if call is not None:
+            role = ROLE_TOOL
+        elif role is None:
+            role = self.mapper.role(name, attributes)
         if role == ROLE_TOOL:
-            call = ep.open_calls.pop(span_id, None)
             if call is None:
                 tool = self.mapper.tool_name(name, attributes)
                 if tool is None:
