@@ -26,10 +26,17 @@ def plain(value: Any) -> Any:
     """The value with tuples turned into lists and mappings into dicts, recursively."""
     if value is None or isinstance(value, (str, bytes, bool, int, float)):
         return value
+    try:
+        return _plain(value)
+    except RecursionError:  # absurdly deep input: leave it as recorded
+        return value
+
+
+def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
+        return [_plain(v) for v in value]
     if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
+        return {str(k): _plain(v) for k, v in value.items()}
     return value
 
 

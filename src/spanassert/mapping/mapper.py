@@ -85,7 +85,7 @@ _OPENINFERENCE_ROLES = {
 _TRACELOOP_ROLES = {"tool": ROLE_TOOL, "agent": ROLE_AGENT, "workflow": ROLE_AGENT}
 _TRACELOOP_REQUEST_TYPES = ("chat", "completion")
 
-# Span-name markers, tested with one startswith/endswith call each on the hot path.
+# Span-name markers (pydantic-ai v2, Traceloop, names without attributes), tested last.
 _NAME_PREFIXES = ("execute_tool", "invoke_agent", "invoke_workflow", "running tool", "agent run")
 _NAME_SUFFIXES = (".tool", ".llm")
 _NAME_INITIALS = frozenset(p[0] for p in _NAME_PREFIXES)
@@ -104,23 +104,19 @@ def lookup(attributes: Mapping[str, Any]) -> Getter:
     cls = type(attributes)
     if cls is dict:
         return attributes.get
+    inner: Any = attributes
     if cls is MappingProxyType:
-        inner = _proxied(attributes)
-        if inner is None or type(inner) is dict:
+        # A mappingproxy references exactly the mapping it wraps; there is no public accessor.
+        referents = gc.get_referents(attributes)
+        if len(referents) != 1:
+            return attributes.get
+        inner = referents[0]
+        if type(inner) is dict:
             return attributes.get  # a proxy over a dict is as fast as the dict
-        attributes = inner
-    backing = getattr(attributes, "_dict", None)
+    backing = getattr(inner, "_dict", None)
     if type(backing) is dict:
-        return backing.get
+        return backing.get  # type: ignore[no-any-return]
     return attributes.get
-
-
-def _proxied(proxy: Any) -> Optional[Mapping[str, Any]]:
-    # A mappingproxy references exactly the mapping it wraps; there is no public accessor.
-    referents = gc.get_referents(proxy)
-    if len(referents) == 1 and isinstance(referents[0], Mapping):
-        return referents[0]  # type: ignore[no-any-return]
-    return None
 
 
 def _text(value: Any) -> Optional[str]:
@@ -368,11 +364,15 @@ class Mapper:
             found = _text(get(key))
             if found is not None:
                 return found
-        if get(TL_KIND) in ("agent", "workflow"):
+        traceloop_kind = get(TL_KIND)
+        if traceloop_kind in ("agent", "workflow"):
             found = _text(get(TL_ENTITY_NAME))
+            if found is None and traceloop_kind == "workflow":
+                # Only the workflow span's own name: Traceloop stamps it on every span inside.
+                found = _text(get(TL_WORKFLOW_NAME))
             if found is not None:
                 return found
-        for key in (TL_WORKFLOW_NAME, GENAI_WORKFLOW_NAME, PYD2_AGENT_NAME):
+        for key in (GENAI_WORKFLOW_NAME, PYD2_AGENT_NAME):
             found = _text(get(key))
             if found is not None:
                 return found
