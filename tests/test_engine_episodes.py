@@ -247,3 +247,21 @@ def test_processor_keeps_working_in_a_forked_child():
     status = os.read(r, 1)
     os.waitpid(pid, 0)
     assert status == b"\x01"
+
+
+def test_nested_tool_span_of_the_same_call_and_wrapped_model_call_count_once():
+    results, calls = [], []
+    rig = Rig(build_config([{"id": "steps", "assertions": [{"type": "trace_max_steps", "max": 2}]},
+                            {"id": "calls", "assertions": [{"type": "trace_max_tool_calls", "max": 1}]}]),
+              on_episode=results.append)
+    t = rig.tracer
+    with agent(t, "a"):
+        with t.start_as_current_span("chat gpt-4o", attributes={"gen_ai.operation.name": "chat"}):
+            with t.start_as_current_span("openai.chat", attributes={"gen_ai.operation.name": "chat"}):
+                pass
+        with tool(t, "read_file"):
+            with t.start_as_current_span("tools/call read_file", attributes={
+                    "mcp.method.name": "tools/call", "gen_ai.tool.name": "read_file"}):
+                pass
+    assert results[0].step_count == 2 and results[0].call_count == 1
+    assert results[0].test_verdicts() == {"steps": Verdict.PASSED, "calls": Verdict.PASSED}

@@ -151,6 +151,7 @@ class Episode:
         "traces",
         "closed",
         "eval_s",
+        "absorbed",
     )
 
     def __init__(self, key: str, trace_id: str, plan: _Plan, now_ns: int) -> None:
@@ -174,6 +175,9 @@ class Episode:
         self.traces: Optional[Set[str]] = None  # attribute-keyed episodes span several traces
         self.closed = False
         self.eval_s = 0.0  # time spent evaluating this episode's spans
+        # Open spans folded into their parent call or step (an MCP `tools/call` span inside a
+        # framework's `execute_tool` span, a provider chat span inside a framework's): one call.
+        self.absorbed: Optional[Set[str]] = None
 
     def state(self, slot: _Slot) -> Any:
         st = self.states[slot.index]
@@ -277,14 +281,20 @@ class Engine:
                 ep.view.agent = agent
         elif role == ROLE_STEP:
             ep.spans[span_id] = parent_agent
-            if ep.step_spans is None:
-                ep.step_spans = set()
-            ep.step_spans.add(span_id)
-            self._step(ep, span_id)
+            if ep.step_spans is not None and parent_id in ep.step_spans:
+                self._absorb(ep, span_id)
+            else:
+                if ep.step_spans is None:
+                    ep.step_spans = set()
+                ep.step_spans.add(span_id)
+                self._step(ep, span_id)
         else:  # ROLE_TOOL
             ep.spans[span_id] = parent_agent
             tool = self.mapper.tool_name(name, attributes)
-            if tool is not None:
+            outer = ep.open_calls.get(parent_id) if parent_id is not None else None
+            if outer is not None and (tool is None or tool == outer.name):
+                self._absorb(ep, span_id)
+            elif tool is not None:
                 self._start_call(ep, tool, trace_id, span_id, parent_id, start_ns, parent_agent, attributes)
             # else: the name may only be set later; the call is positioned when its span ends.
         ep.eval_s += time.perf_counter() - t0
@@ -322,6 +332,9 @@ class Engine:
         call = ep.open_calls.pop(span_id, None)
         if call is not None:
             role = ROLE_TOOL
+        elif ep.absorbed is not None and span_id in ep.absorbed:
+            ep.absorbed.discard(span_id)
+            role = ROLE_OTHER
         elif role is None:
             role = self.mapper.role(name, attributes)
         if role == ROLE_TOOL:
@@ -443,6 +456,12 @@ class Engine:
         self.sink.trace_tracked(trace_id)
         self.sink.episode_opened()
         return ep
+
+    @staticmethod
+    def _absorb(ep: Episode, span_id: str) -> None:
+        if ep.absorbed is None:
+            ep.absorbed = set()
+        ep.absorbed.add(span_id)
 
     def _touch(self, ep: Episode, now_ns: int) -> None:
         if now_ns > ep.last_ns:
