@@ -90,6 +90,8 @@ _NAME_PREFIXES = ("execute_tool", "invoke_agent", "invoke_workflow", "running to
 _NAME_SUFFIXES = (".tool", ".llm")
 _NAME_INITIALS = frozenset(p[0] for p in _NAME_PREFIXES)
 _TOOL_PREFIX = "execute_tool "
+# Every attribute whose presence can make a span a tool, agent or step (see ``Mapper.role``).
+_MARKER_KEYS = (OPERATION, OI_KIND, TL_KIND, MCP_METHOD, TL_REQUEST_TYPE)
 _AGENT_PREFIXES = ("invoke_agent ", "invoke_workflow ")
 
 
@@ -165,6 +167,13 @@ class Mapper:
 
     # -- recognition --------------------------------------------------------------------------
     def role(self, name: str, attributes: Mapping[str, Any]) -> int:
+        if not self._rules:
+            # The common case on an agent's hot path: a span that is no GenAI span at all. One
+            # C-level scan for every marker key, then the cheap name guards.
+            backing = attributes if type(attributes) is dict else getattr(attributes, "_dict", None)
+            if (type(backing) is dict and backing.keys().isdisjoint(_MARKER_KEYS)
+                    and name[:1] not in _NAME_INITIALS and not ("." in name and name.endswith(_NAME_SUFFIXES))):
+                return ROLE_OTHER
         get = attributes.get if type(attributes) is dict else lookup(attributes)
         if self._rules:
             for rule in self._rules:

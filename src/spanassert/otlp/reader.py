@@ -19,7 +19,7 @@ import os
 import re
 import sys
 import zlib
-from typing import IO, Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
@@ -298,24 +298,22 @@ def _read_json(name: str, stream: Any) -> Iterator[_Item]:
     first = True
     for raw in stream:
         lineno += 1
-        text = raw.strip()
-        if not text:
-            continue
-        if first and text.startswith(_BOM):
-            text = text[3:]
-        terminated = raw.endswith(b"\n")
+        # Bytes straight to json.loads: it decodes UTF-8 (with or without BOM) and skips
+        # surrounding whitespace itself; blank lines are only checked for once parsing failed.
         try:
-            s = text.decode("utf-8")
-            obj = loads(s)
+            obj = loads(raw)
         except UnicodeDecodeError as exc:
-            if not terminated:
+            if not raw.endswith(b"\n"):
                 yield _partial_line(name, lineno)
             else:
                 yield _utf8_issue(name, lineno, exc)
             first = False
             continue
         except json.JSONDecodeError as exc:
-            if first and terminated and exc.pos >= len(s):
+            if not raw.strip():
+                continue
+            terminated = raw.endswith(b"\n")
+            if first and terminated and exc.pos >= len(exc.doc.rstrip()):
                 yield from _read_pretty(name, lineno, raw, stream)
                 return
             if not terminated:
