@@ -18,6 +18,7 @@ import time
 import weakref
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Union
 
+from opentelemetry.sdk._configuration import _OTelSDKConfigurator
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
 
 from .config.model import Config
@@ -119,6 +120,7 @@ class AssertionSpanProcessor(SpanProcessor):
         self._live_roots: Dict[int, Span] = {}
         self._written: Set[int] = set()
         self._tick_interval = tick_interval
+        self._ends = 0
         self._stop = threading.Event()
         self._shutdown = False
         self._thread: Optional[threading.Thread] = None
@@ -130,9 +132,12 @@ class AssertionSpanProcessor(SpanProcessor):
     # -- SpanProcessor ------------------------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Any = None) -> None:
         try:
-            ctx = span.get_span_context()
-            attrs = _attrs(span)
-            role = self._role(span.name, attrs)
+            # The SDK span's own fields, read directly: this runs for every span the app creates.
+            ctx = span._context
+            attrs = span._attributes
+            if attrs is None:
+                attrs = _EMPTY
+            role = self._role(span._name, attrs)
             tid = ctx.trace_id
             if role == ROLE_OTHER and tid not in self._tracked:
                 if not self._export:
@@ -167,7 +172,11 @@ class AssertionSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         out: Optional[SpanOutcome] = None
         try:
-            out = self._evaluate_end(span)
+            # Fast path, inline: a span of a trace we do not follow that is no GenAI span.
+            attrs = span._attributes
+            if (span._context.trace_id in self._tracked or not self._export
+                    or self._role(span._name, attrs if attrs is not None else _EMPTY) != ROLE_OTHER):
+                out = self._evaluate_end(span)
         except Exception as exc:  # noqa: BLE001
             self._sink.internal_error("on_end", exc)
         to_send: ReadableSpan = span
@@ -184,13 +193,15 @@ class AssertionSpanProcessor(SpanProcessor):
                 self._sink.internal_error("export", exc)
 
     def _evaluate_end(self, span: ReadableSpan) -> Optional[SpanOutcome]:
-        ctx = span.get_span_context()
+        ctx = span._context
         tid = ctx.trace_id
         if not self._export and ctx.span_id in self._live_roots:
             self._live_roots.pop(ctx.span_id, None)
-        attrs = _attrs(span)
+        attrs = span._attributes
+        if attrs is None:
+            attrs = _EMPTY
         if tid not in self._tracked:
-            role = self._role(span.name, attrs)
+            role = self._role(span._name, attrs)
             if role == ROLE_OTHER:
                 return None
             # Recognised only now (its markers were set after start): position it at its end.
@@ -205,20 +216,21 @@ class AssertionSpanProcessor(SpanProcessor):
         tid = _hex_trace(ctx.trace_id)
         sid = _hex_span(ctx.span_id)
         pid = _hex_span(parent.span_id) if parent is not None else None
-        resource = _attrs(span.resource)
         start = span.start_time or 0
         end = span.end_time or start
         if start_first:
-            self.engine.start_span(tid, sid, pid, span.name, attrs, start, resource, role)
+            self.engine.start_span(tid, sid, pid, span.name, attrs, start, _attrs(span.resource), role)
         status = span.status.status_code.value if span.status is not None else 0
         # SDK StatusCode: UNSET=0, OK=1, ERROR=2 (the OTLP numbering).
         out = self.engine.end_span(
             tid, sid, pid, span.name, attrs, start, end, status, span.events,
-            is_local_root=parent is None or parent.is_remote, resource=resource,
+            is_local_root=parent is None or parent.is_remote,
         )
-        now = time.time_ns()
-        if self.engine.open and next(iter(self.engine.open.values())).last_ns + self.engine.idle_ns <= now:
-            self._deliver_closed(self.engine.tick(now))
+        self._ends += 1
+        if not self._ends & 63:  # the idle check between ticker runs, every 64 span ends
+            now = time.time_ns()
+            if self.engine.open and next(iter(self.engine.open.values())).last_ns + self.engine.idle_ns <= now:
+                self._deliver_closed(self.engine.tick(now))
         return out
 
     def _deliver(self, span: ReadableSpan, out: SpanOutcome) -> ReadableSpan:
@@ -368,40 +380,75 @@ class AssertionSpanProcessor(SpanProcessor):
         return self._sink
 
 
-class SpanAssertConfigurator:
+ENV_CONFIG = "SPANASSERT_CONFIG"
+
+
+class SpanAssertConfigurator(_OTelSDKConfigurator):
     """``opentelemetry_configurator`` entry point for zero-code setup.
 
     ``OTEL_PYTHON_CONFIGURATOR=spanassert SPANASSERT_CONFIG=rules.yaml opentelemetry-instrument …``
-    puts one :class:`AssertionSpanProcessor` in front of the exporters that ``OTEL_TRACES_EXPORTER``
-    selects.
+    configures the SDK as the default configurator does, with one :class:`AssertionSpanProcessor`
+    in front of the exporters that ``OTEL_TRACES_EXPORTER`` selects (each behind its own
+    ``BatchSpanProcessor``); with no exporter selected it still checks, and violations go to the
+    log and onto the live episode root spans. A rules file that does not load stops the program
+    before it runs (exit code 2, every problem on stderr): running unchecked would be a silent pass.
     """
 
-    _instance: Optional["SpanAssertConfigurator"] = None
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> "SpanAssertConfigurator":
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def configure(self, **kwargs: Any) -> None:
-        from opentelemetry.sdk._configuration import _OTelSDKConfigurator
+    def _configure(self, **kwargs: Any) -> None:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-        path = os.environ.get("SPANASSERT_CONFIG")
-        if path:
-            from .config import load_config
+        path = os.environ.get(ENV_CONFIG)
+        if not path:
+            import logging
 
-            config = load_config(path)
-            holder: List[AssertionSpanProcessor] = []
+            logging.getLogger("spanassert").warning(
+                "spanassert: %s is not set, so no rules are checked; set it to the path of a rules file",
+                ENV_CONFIG)
+            super()._configure(**kwargs)
+            return
+        config = _load_rules(path, exit_on_error="auto_instrumentation_version" in kwargs)
+        holder: List[AssertionSpanProcessor] = []
 
-            def export_span_processor(exporter: Any) -> SpanProcessor:
-                batch = BatchSpanProcessor(exporter)
-                if not holder:
-                    holder.append(AssertionSpanProcessor(config, export=[batch]))
-                    return holder[0]
-                # One engine for all exporters: later exporters join the first processor.
-                holder[0]._export.append(batch)
-                return SpanProcessor()
+        def export_span_processor(exporter: Any) -> SpanProcessor:
+            batch = BatchSpanProcessor(exporter)
+            if not holder:
+                holder.append(AssertionSpanProcessor(config, export=[batch]))
+                return holder[0]
+            # One engine for all exporters: later exporters join the first processor, so each
+            # episode is judged once and every exporter gets the same annotated spans.
+            holder[0]._export.append(batch)
+            return SpanProcessor()
 
-            kwargs["export_span_processor"] = export_span_processor
-        _OTelSDKConfigurator().configure(**kwargs)
+        kwargs.setdefault("export_span_processor", export_span_processor)
+        super()._configure(**kwargs)
+        if not holder:
+            # OTEL_TRACES_EXPORTER=none (or a caller's own export_span_processor): check anyway.
+            from opentelemetry import trace
+
+            provider = trace.get_tracer_provider()
+            add = getattr(provider, "add_span_processor", None)
+            if add is not None:
+                add(AssertionSpanProcessor(config))
+
+
+def _load_rules(path: str, *, exit_on_error: bool) -> Config:
+    """The rules file, or (from ``opentelemetry-instrument``) every problem on stderr and exit 2:
+    raising there would only be logged and the program would run unchecked."""
+    import sys
+
+    from .config import load_config
+    from .model import ConfigError
+
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        if not exit_on_error:
+            raise
+        for d in exc.diagnostics:
+            sys.stderr.write(d.format() + "\n")
+        sys.stderr.write(f"spanassert: {ENV_CONFIG}={path}: the rules file was refused (problems listed above); "
+                         f"fix it (`spanassert validate {path}` checks it alone) or unset {ENV_CONFIG}\n")
+        sys.stderr.flush()
+        sys.stdout.flush()
+        # Python is still importing `site`: SystemExit here would end in a fatal-error traceback.
+        os._exit(2)
