@@ -1,0 +1,137 @@
+"""Where violations go besides span events: OTel log records, Python logging, callbacks, no-export
+mode, and the redaction of recorded values."""
+from __future__ import annotations
+
+import json
+import logging
+
+from opentelemetry import trace
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from livekit import Rig, build_config
+
+from spanassert import AssertionSpanProcessor
+
+SECRET = "sk-live-THIS-IS-A-SECRET-4242"
+
+RULES = [
+    {"id": "no-delete", "severity": "critical",
+     "assertions": [{"type": "trace_must_not_call_tool", "tool": "delete_database"}]},
+    {"id": "small-refunds", "assertions": [{"type": "trace_args_valid", "tool": "refund", "schema": {
+        "type": "object", "properties": {"amount": {"type": "number", "maximum": 100}}}}]},
+]
+
+
+def _agent(tracer, calls):
+    with tracer.start_as_current_span("invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        for name, args in calls:
+            with tracer.start_as_current_span(f"execute_tool {name}", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+                    "gen_ai.tool.call.arguments": json.dumps(args),
+                    "gen_ai.tool.call.result": json.dumps({"token": SECRET})}):
+                pass
+
+
+def test_violations_become_otel_log_records_correlated_with_the_offending_span():
+    logs = InMemoryLogRecordExporter()
+    lp = LoggerProvider()
+    lp.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    rig = Rig(build_config(RULES), logger_provider=lp)
+    _agent(rig.tracer, [("delete_database", {"confirm": SECRET})])
+    records = logs.get_finished_logs()
+    assert len(records) == 1
+    rec = records[0].log_record
+    assert rec.attributes["gen_ai.evaluation.name"] == "no-delete"
+    assert rec.attributes["spanassert.severity"] == "critical"
+    assert rec.severity_text == "CRITICAL"
+    offending = [s for s in rig.exporter.get_finished_spans() if s.name == "execute_tool delete_database"][0]
+    assert rec.trace_id == offending.context.trace_id
+    assert rec.span_id == offending.context.span_id
+    assert getattr(rec, "event_name", "gen_ai.evaluation.result") == "gen_ai.evaluation.result"
+
+
+def test_without_a_logger_provider_violations_go_to_python_logging(caplog):
+    rig = Rig(build_config(RULES))
+    with caplog.at_level(logging.WARNING, logger="spanassert"):
+        _agent(rig.tracer, [("delete_database", {})])
+    msgs = [r.getMessage() for r in caplog.records if r.name == "spanassert"]
+    assert any("no-delete" in m and "delete_database" in m for m in msgs)
+
+
+def test_secret_arguments_and_results_never_leave_the_process_by_default(caplog):
+    logs = InMemoryLogRecordExporter()
+    lp = LoggerProvider()
+    lp.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    seen = []
+    rig = Rig(build_config(RULES), logger_provider=lp, on_violation=seen.append)
+    with caplog.at_level(logging.DEBUG):
+        _agent(rig.tracer, [("refund", {"amount": 5000, "note": SECRET}), ("delete_database", {"k": SECRET})])
+    assert len(seen) == 2
+    texts = [json.dumps(v.to_dict()) for v in seen]
+    texts += [json.dumps(dict(r.log_record.attributes)) + str(r.log_record.body) for r in logs.get_finished_logs()]
+    texts += [r.getMessage() for r in caplog.records]
+    for s in rig.exporter.get_finished_spans():
+        texts += [json.dumps(dict(e.attributes)) for e in s.events if e.name == "gen_ai.evaluation.result"]
+    texts += [repr(rig.metric(n)) for n in ("spanassert.violations", "spanassert.assertion.results")]
+    assert texts and not [t for t in texts if SECRET in t or "5000" in t]
+
+
+def test_evidence_opt_in_shows_the_value_truncated():
+    rules = [{"id": "small-refunds", "assertions": [{"type": "trace_args_valid", "tool": "refund", "evidence": "arguments",
+                                                     "schema": {"type": "object", "properties": {
+                                                         "amount": {"type": "number", "maximum": 100}}}}]}]
+    seen = []
+    rig = Rig(build_config(rules), on_violation=seen.append)
+    _agent(rig.tracer, [("refund", {"amount": 5000, "note": "x" * 5000})])
+    assert len(seen) == 1
+    assert "5000" in seen[0].message
+    assert len(seen[0].message) < 1000
+
+
+def test_without_a_wrapped_exporter_the_event_goes_on_the_still_open_offending_span():
+    mem = InMemorySpanExporter()
+    tp = TracerProvider()
+    proc = AssertionSpanProcessor(build_config(RULES), tick_interval=0)
+    tp.add_span_processor(proc)
+    tp.add_span_processor(SimpleSpanProcessor(mem))  # the user's own exporting processor
+    _agent(tp.get_tracer("t"), [("delete_database", {})])
+    spans = {s.name: s for s in mem.get_finished_spans()}
+    events = [e for e in spans["execute_tool delete_database"].events if e.name == "gen_ai.evaluation.result"]
+    assert len(events) == 1 and events[0].attributes["gen_ai.evaluation.name"] == "no-delete"
+
+
+def test_without_a_wrapped_exporter_content_violations_go_on_the_open_root():
+    mem = InMemorySpanExporter()
+    tp = TracerProvider()
+    tp.add_span_processor(AssertionSpanProcessor(build_config(RULES), tick_interval=0))
+    tp.add_span_processor(SimpleSpanProcessor(mem))
+    _agent(tp.get_tracer("t"), [("refund", {"amount": 500})])
+    root = [s for s in mem.get_finished_spans() if s.name == "invoke_agent a"][0]
+    events = [e for e in root.events if e.name == "gen_ai.evaluation.result"]
+    assert [e.attributes["gen_ai.evaluation.name"] for e in events] == ["small-refunds"]
+    assert events[0].attributes["spanassert.span_id"] != format(root.context.span_id, "016x")
+
+
+def test_shadow_rules_are_counted_but_never_alerted():
+    rules = [dict(RULES[0], mode="shadow")]
+    seen = []
+    rig = Rig(build_config(rules), on_violation=seen.append)
+    _agent(rig.tracer, [("delete_database", {})])
+    assert seen == []
+    assert rig.total("spanassert.violations") == 0
+    assert rig.total("spanassert.shadow_violations") == 1
+    assert not [e for s in rig.exporter.get_finished_spans() for e in s.events if e.name == "gen_ai.evaluation.result"]
+
+
+def test_a_raising_callback_is_counted_not_raised():
+    def boom(v):
+        raise RuntimeError("pager down")
+
+    rig = Rig(build_config(RULES), on_violation=boom)
+    _agent(rig.tracer, [("delete_database", {})])
+    assert rig.total("spanassert.internal_errors") == 1
+    assert len(rig.exporter.get_finished_spans()) == 2
