@@ -23,7 +23,7 @@ class EpisodeSettings:
         max_open: int = 10_000,
         max_calls_per_episode: int = 10_000,
         max_argument_bytes: int = 65_536,
-        late_window: int = 10_000,
+        late_window: int = 2_000,
     ) -> None:
         self.key = key  # "trace" or an attribute name such as gen_ai.conversation.id
         self.idle_timeout = idle_timeout  # seconds without a span before an open episode closes

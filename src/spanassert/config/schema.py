@@ -75,7 +75,7 @@ EPISODE_FIELDS: Dict[str, Field] = {
     "max_open": Field(POSITIVE_INT, doc="Open episodes kept; the oldest is evicted beyond this."),
     "max_calls_per_episode": Field(POSITIVE_INT, doc="Calls kept per episode; more are counted as overflow."),
     "max_argument_bytes": Field(POSITIVE_INT, doc="Bytes of recorded arguments/results kept per call."),
-    "late_window": Field(POSITIVE_INT, doc="Recently closed episodes remembered for late spans."),
+    "late_window": Field(POSITIVE_INT, doc="Recently closed episodes remembered for late spans (default 2000)."),
 }
 
 WHEN_SPECIAL_KEYS = ("span_name", "span_name_prefix", "span_name_suffix")
