@@ -1,8 +1,8 @@
 """Checks on each call's own content: status, duration, arguments against a JSON Schema.
 
-Each is a safety rule: it fails at the offending call as soon as the content it reads is known (at
-span end for status and duration; at span start for arguments when the instrumentation recorded them
-then). It also holds the small helpers the other recorded-trace families share: how a call is named
+Each is a safety rule: it fails at the offending call as soon as the content it reads is known. The
+engine hands a call's content (arguments included) to assertions when its span ends, live and in
+replay alike, so that both see the same thing at the same point. It also holds the small helpers the other recorded-trace families share: how a call is named
 in a message (:func:`call_ref`), what counts as an errored call (:func:`call_errored`), the duration
 syntax (:func:`parse_duration`), and the per-episode state of an every-call rule
 (:class:`EveryCallState`).
@@ -304,7 +304,7 @@ class ArgsValidAssertion(Assertion):
 
     def on_call_start(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
         state.open += 1
-        # Arguments recorded at start let the violation be reported before the tool body runs.
+        # Only reached with content when a front door gives arguments at start (the engine does not).
         if call.arguments_state == CONTENT_OK:
             return self._check(state, call)
         return None

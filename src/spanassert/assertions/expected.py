@@ -569,7 +569,7 @@ class ArgsValidExpected(_ToolSchemaCheck):
 
     def on_call_start(self, state: _CallCheckState, call: ToolCall) -> Optional[Failure]:
         state.started += 1
-        # Arguments known at start let a bad call be reported before it runs.
+        # Only reached with content when a front door gives arguments at start (the engine does not).
         if call.arguments_state == CONTENT_OK:
             return self._validate(state, call, call.arguments)
         return None
