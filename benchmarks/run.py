@@ -1,20 +1,44 @@
-"""`make bench`: every figure the performance issue asks for, with its same-run baseline."""
+"""`make bench`: every figure the performance issue asks for, each with its baseline measured in the
+same run (alternating rounds, medians, min–max spread), on deterministic generated data."""
 from __future__ import annotations
 
 import os
+import platform
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 
 from common import table  # noqa: E402
 
+COLUMNS = ["figure", "ours", "baseline", "ratio", "target", "met"]
+
 
 def main() -> int:
+    import config_bench
     import live
+    import memory_bench
+    import replay_bench
+    import serve_bench
 
+    quick = os.environ.get("SPANASSERT_BENCH_QUICK") == "1"
+    print(f"spanassert benchmarks — Python {platform.python_version()}, {os.cpu_count()} CPUs, "
+          f"{'quick' if quick else 'full'} sizes; rules: benchmarks/common.py rules_yaml(20), data: benchmarks/data.py",
+          flush=True)
     rows = []
-    rows += live.run()
-    print(table(rows, ["figure", "ours", "baseline", "ratio", "target", "met"]))
+    t0 = time.time()
+    for name, fn in [
+        ("live", lambda: live.run(5_000 if quick else 20_000)),
+        ("replay", lambda: replay_bench.run(300 if quick else 2_000)),
+        ("memory", lambda: memory_bench.run(10_000 if quick else 100_000)),
+        ("config", lambda: config_bench.run(1_000)),
+        ("serve", lambda: serve_bench.run(300 if quick else 2_000)),
+    ]:
+        part = fn()
+        rows += part
+        print(table(part, COLUMNS), flush=True)
+    print(f"\nAll figures ({time.time() - t0:.0f} s):")
+    print(table(rows, COLUMNS))
     return 0
 
 

@@ -69,10 +69,12 @@ def feed_trace(engine: Engine, records: List[SpanRecord],
     """Feed one trace's spans to ``engine`` in live order (ticking idle timeouts on span time)."""
     for phase, r, local_root in live_order(records):
         if phase == 0:
-            engine.tick(r.start_ns)
+            if r.start_ns >= engine.idle_deadline:
+                engine.tick(r.start_ns)
             engine.start_span(r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes, r.start_ns, r.resource)
         else:
-            engine.tick(r.end_ns)
+            if r.end_ns >= engine.idle_deadline:
+                engine.tick(r.end_ns)
             out = engine.end_span(
                 r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes, r.start_ns, r.end_ns,
                 r.status_code, r.events, is_local_root=local_root, resource=r.resource,
@@ -135,13 +137,20 @@ class TraceBuffer:
         if now is not None:
             self.clock = now
         out: List[List[SpanRecord]] = []
-        for tid in list(self.pending):
-            p = self.pending[tid]
+        pending = self.pending
+        if not pending:
+            return out
+        # Cheap common case: the least recently active trace is not due, so none is.
+        first = next(iter(pending.values()))
+        if self.clock - first.last_seen_at < self.settle:
+            return out
+        for tid in list(pending):
+            p = pending[tid]
             quiet = self.clock - p.last_seen_at
             if quiet < self.settle:
                 break  # everything after this one is more recent
             if p.root_seen_at is not None or quiet >= self.idle:
-                del self.pending[tid]
+                del pending[tid]
                 out.append(p.records)
         return out
 

@@ -36,6 +36,7 @@ from .model import (
 from .results import AssertionResult, EpisodeResult, Violation
 
 _NO_STATE = object()
+_FAR_FUTURE = 1 << 127
 _PRECHECK_KEY = ("\0precheck",)  # the early-check plan's key in Engine._plans (no test id has a NUL)
 
 UNREADABLE_NO_NAME = "no_tool_name"
@@ -219,6 +220,10 @@ class Engine:
         self.recent: "OrderedDict[str, Episode]" = OrderedDict()
         self._trace_seq: Dict[str, int] = {}
         self.now_ns = 0
+        # No open episode can be idle before this time: callers that feed span times (replay, serve)
+        # need to call tick() only once it has passed. Touching an episode only moves its own
+        # deadline later, so an early value just costs one tick that closes nothing.
+        self.idle_deadline = _FAR_FUTURE
 
     # -- plans ------------------------------------------------------------------------------------
     def _plan_for(self, test_ids: Tuple[str, ...]) -> _Plan:
@@ -388,9 +393,12 @@ class Engine:
         while self.open:
             ep = next(iter(self.open.values()))
             if ep.last_ns + self.idle_ns > now_ns:
+                self.idle_deadline = ep.last_ns + self.idle_ns
                 break
             closed.append(self._close(ep, CloseReason.IDLE))
             ep.marks = None
+        else:
+            self.idle_deadline = _FAR_FUTURE
         return closed
 
     def close_all(self, reason: CloseReason) -> List[EpisodeResult]:
@@ -446,6 +454,8 @@ class Engine:
             service = sv if isinstance(sv, str) else None
         plan = self._select_plan(agent, service, attributes, resource)
         ep = Episode(key, trace_id, plan, now_ns)
+        if now_ns + self.idle_ns < self.idle_deadline:
+            self.idle_deadline = now_ns + self.idle_ns
         ep.view.service = service
         if role == ROLE_AGENT:
             ep.root_is_agent = True
