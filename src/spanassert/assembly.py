@@ -152,12 +152,17 @@ class TraceBuffer:
             if p.root_seen_at is not None or quiet >= self.idle:
                 del pending[tid]
                 out.append(p.records)
+        if len(out) > 1:
+            # Traces released together go in the order they started: the turns of a conversation
+            # (one episode over several traces) then reach the engine in the order they happened.
+            out.sort(key=lambda recs: min(r.start_ns for r in recs))
         return out
 
     def drain(self) -> List[List[SpanRecord]]:
-        """Everything still held, oldest first (end of input, shutdown)."""
+        """Everything still held, in the order the traces started (end of input, shutdown)."""
         out = [p.records for p in self.pending.values()]
         self.pending.clear()
+        out.sort(key=lambda recs: min(r.start_ns for r in recs))
         return out
 
 
