@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gc
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Tuple
 
 from ..config.model import MappingRule
 from . import _content as content
@@ -149,6 +149,35 @@ def _events_named(events: Iterable[Any], name: str) -> Iterable[Mapping[str, Any
                 yield attributes
 
 
+# Where each convention records a call's arguments and result, in order of precedence, with the
+# function that removes its wrapper (LangChain's, Traceloop's entity input/output).
+_ARGUMENT_SOURCES: Tuple[Tuple[str, Callable[[Any], Any]], ...] = (
+    (GENAI_ARGUMENTS, content.unwrap_arguments),
+    (OI_INPUT, content.plain),
+    (TL_ENTITY_INPUT, content.unwrap_entity_input),
+    (ADK_ARGUMENTS, content.plain),
+    (PYD2_ARGUMENTS, content.plain),
+)
+_RESULT_SOURCES: Tuple[Tuple[str, Callable[[Any], Any]], ...] = (
+    (GENAI_RESULT, content.unwrap_result),
+    (OI_OUTPUT, content.plain),
+    (TL_ENTITY_OUTPUT, content.unwrap_result),
+    (ADK_RESULT, content.plain),
+    (PYD2_RESULT, content.plain),
+)
+
+
+_NOT_RECORDED = object()
+
+
+def _first_recorded(get: Getter, sources: Tuple[Tuple[str, Callable[[Any], Any]], ...]) -> Any:
+    for key, unwrap in sources:
+        value = get(key)
+        if value is not None:
+            return unwrap(value)
+    return _NOT_RECORDED
+
+
 class Mapper:
     """Reads spans by the conventions real instrumentations follow, after the user's own rules.
 
@@ -266,20 +295,8 @@ class Mapper:
                 value = get(rule.arguments)  # type: ignore[arg-type]
                 if value is not None:
                     return content.plain(value)
-        value = get(GENAI_ARGUMENTS)
-        if value is not None:
-            return content.unwrap_arguments(value)
-        value = get(OI_INPUT)
-        if value is not None:
-            return content.plain(value)
-        value = get(TL_ENTITY_INPUT)
-        if value is not None:
-            return content.unwrap_entity_input(value)
-        for key in (ADK_ARGUMENTS, PYD2_ARGUMENTS):
-            value = get(key)
-            if value is not None:
-                return content.plain(value)
-        return self._strands_arguments(events)
+        value = _first_recorded(get, _ARGUMENT_SOURCES)
+        return self._strands_arguments(events) if value is _NOT_RECORDED else value
 
     def result_raw(self, attributes: Mapping[str, Any], events: Iterable[Any] = ()) -> Any:
         """The call's result as recorded, wrappers removed; None when not recorded."""
@@ -289,20 +306,8 @@ class Mapper:
                 value = get(rule.result)  # type: ignore[arg-type]
                 if value is not None:
                     return content.plain(value)
-        value = get(GENAI_RESULT)
-        if value is not None:
-            return content.unwrap_result(value)
-        value = get(OI_OUTPUT)
-        if value is not None:
-            return content.plain(value)
-        value = get(TL_ENTITY_OUTPUT)
-        if value is not None:
-            return content.unwrap_result(value)
-        for key in (ADK_RESULT, PYD2_RESULT):
-            value = get(key)
-            if value is not None:
-                return content.plain(value)
-        return self._strands_result(events)
+        value = _first_recorded(get, _RESULT_SOURCES)
+        return self._strands_result(events) if value is _NOT_RECORDED else value
 
     @staticmethod
     def _strands_arguments(events: Iterable[Any]) -> Any:
