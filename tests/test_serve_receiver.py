@@ -605,3 +605,56 @@ def test_bad_rules_file_or_endpoint_exits_2_with_a_clear_message(tmp_path: Path)
     r = subprocess.run(SPANASSERT + ["serve", "--config", str(good), "--http-endpoint", "localhost"],
                        capture_output=True, timeout=60)
     assert r.returncode == 2 and b"--http-endpoint 'localhost': expected HOST:PORT" in r.stderr
+
+
+class _OtlpSink:
+    """An in-test OTLP/HTTP endpoint for metrics and logs: keeps the raw requests by path."""
+
+    def __init__(self) -> None:
+        self.bodies: Dict[str, List[bytes]] = {}
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                outer.bodies.setdefault(self.path, []).append(body)
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_violation_logs_and_metrics_go_out_over_otlp_with_the_standard_variables(serve_factory: Any) -> None:
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+
+    sink = _OtlpSink()
+    try:
+        s = serve_factory(env={"OTEL_EXPORTER_OTLP_ENDPOINT": sink.url, "OTEL_METRICS_EXPORTER": "otlp",
+                               "OTEL_LOGS_EXPORTER": "otlp", "OTEL_METRIC_EXPORT_INTERVAL": "200"})
+        spans = json_episode(7, [("delete_database", None)])
+        assert post(s.url + "/v1/traces", json.dumps(json_request(spans)).encode(), "application/json")[0] == 200
+        s.wait_for(lambda: any("delete_database" in line for line in s.violation_lines()), timeout=10)
+        code, _, _ = s.stop()
+        assert code == 0
+        logs = [ExportLogsServiceRequest.FromString(b) for b in sink.bodies.get("/v1/logs", [])]
+        records = [lr for r in logs for rl in r.resource_logs for sl in rl.scope_logs for lr in sl.log_records]
+        by_name = {kv.value.string_value: lr for lr in records for kv in lr.attributes
+                   if kv.key == "gen_ai.evaluation.name"}
+        assert "no-delete" in by_name
+        assert by_name["no-delete"].span_id.hex() == spans[0]["spanId"]  # the delete_database span
+        metrics = [ExportMetricsServiceRequest.FromString(b) for b in sink.bodies.get("/v1/metrics", [])]
+        seen = {m.name for r in metrics for rm in r.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+        assert "spanassert.violations" in seen and "spanassert.episodes" in seen
+    finally:
+        sink.close()
