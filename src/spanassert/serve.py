@@ -351,8 +351,8 @@ class ServeSink(Telemetry):
     With a report, also collects what replay's report would (verdicts, violations, coverage)."""
 
     def __init__(self, *, meter_provider: Any, report: Optional[Report], quiet: bool,
-                 out: Optional[TextIO] = None) -> None:
-        super().__init__(meter_provider=meter_provider)
+                 out: Optional[TextIO] = None, logger_provider: Any = None) -> None:
+        super().__init__(meter_provider=meter_provider, logger_provider=logger_provider)
         self.report_sink = ReportSink(report, None) if report is not None else None
         self.quiet = quiet
         self.out = out
@@ -470,7 +470,7 @@ class Receiver:
     """The OTLP receiver: servers, intake queue, engine thread and forwarder (see module doc)."""
 
     def __init__(self, config: Config, options: ServeOptions, *, meter_provider: Any = None,
-                 out: Optional[TextIO] = None) -> None:
+                 out: Optional[TextIO] = None, logger_provider: Any = None) -> None:
         from opentelemetry.metrics import NoOpMeterProvider
 
         self.config = config
@@ -478,7 +478,7 @@ class Receiver:
         self.out = out or sys.stdout
         self.report = Report(config) if options.report_json else None
         self.sink = ServeSink(meter_provider=meter_provider or NoOpMeterProvider(), report=self.report,
-                              quiet=options.quiet)
+                              quiet=options.quiet, logger_provider=logger_provider)
         self.engine = Engine(config, self.sink)
         self._precheck = self.engine.has_precheck
         idle = options.rootless_wait
@@ -768,6 +768,14 @@ def make_http_handler(receiver: Receiver) -> type:
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
             pass  # one line per request would drown the violations
 
+        def handle(self) -> None:
+            # A client that vanishes mid-request is routine, not a traceback on stderr per connection
+            # (socketserver's default), which a hostile client could use to flood the log.
+            try:
+                super().handle()
+            except ConnectionError:
+                self.close_connection = True
+
         # -- responses --
         def _send(self, status: int, body: bytes, content_type: str, headers: Tuple[Tuple[str, str], ...] = ()) -> None:
             self.send_response(status)
@@ -1055,30 +1063,61 @@ def _start_http_impl(receiver: Receiver, endpoint: str) -> None:
 # -- metrics ----------------------------------------------------------------------------------------
 
 
-def meter_provider_from_env() -> Any:
-    """A MeterProvider exporting over OTLP when the standard variables ask for it, else None."""
+def _otlp_signal_from_env(signal: str) -> Optional[str]:
+    """The OTLP protocol to export ``signal`` ("metrics" or "logs") with, when the standard
+    variables ask for it (``OTEL_<SIGNAL>_EXPORTER=otlp`` or an OTLP endpoint); else None."""
     env = os.environ
-    exporter = (env.get("OTEL_METRICS_EXPORTER") or "").strip().lower()
-    endpoint = env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    exporter = (env.get(f"OTEL_{signal.upper()}_EXPORTER") or "").strip().lower()
+    endpoint = env.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     if exporter == "none" or (not exporter and not endpoint):
         return None
     if exporter and exporter != "otlp":
-        log.warning("spanassert serve: OTEL_METRICS_EXPORTER=%s is not supported (only otlp); metrics are off",
-                    exporter)
+        log.warning("spanassert serve: OTEL_%s_EXPORTER=%s is not supported (only otlp); %s are off",
+                    signal.upper(), exporter, signal)
+        return None
+    return (env.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+            or "http/protobuf").strip().lower()
+
+
+def _resource() -> Any:
+    from opentelemetry.sdk.resources import Resource
+
+    env = os.environ
+    named = "OTEL_SERVICE_NAME" in env or "service.name=" in env.get("OTEL_RESOURCE_ATTRIBUTES", "")
+    return Resource.create({} if named else {"service.name": "spanassert"})
+
+
+def meter_provider_from_env() -> Any:
+    """A MeterProvider exporting over OTLP when the standard variables ask for it, else None."""
+    protocol = _otlp_signal_from_env("metrics")
+    if protocol is None:
         return None
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-    from opentelemetry.sdk.resources import Resource
 
-    protocol = (env.get("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-                or "http/protobuf").strip().lower()
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
     else:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter  # type: ignore[assignment]
-    named = "OTEL_SERVICE_NAME" in env or "service.name=" in env.get("OTEL_RESOURCE_ATTRIBUTES", "")
-    resource = Resource.create({} if named else {"service.name": "spanassert"})
-    return MeterProvider(resource=resource, metric_readers=[PeriodicExportingMetricReader(OTLPMetricExporter())])
+    return MeterProvider(resource=_resource(), metric_readers=[PeriodicExportingMetricReader(OTLPMetricExporter())])
+
+
+def logger_provider_from_env() -> Any:
+    """A LoggerProvider exporting violation log records over OTLP when the standard variables ask
+    for it, else None (violations then go to Python logging and stderr)."""
+    protocol = _otlp_signal_from_env("logs")
+    if protocol is None:
+        return None
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
+    else:
+        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter  # type: ignore[assignment]
+    provider = LoggerProvider(resource=_resource())
+    provider.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter()))
+    return provider
 
 
 # -- command line -------------------------------------------------------------------------------
@@ -1174,7 +1213,8 @@ def run_serve(args: argparse.Namespace) -> int:
     # Violations are printed by the sink; keep the stdlib's last-resort handler from repeating them.
     logging.getLogger("spanassert").addHandler(logging.NullHandler())
     meter_provider = meter_provider_from_env()
-    receiver = Receiver(config, options, meter_provider=meter_provider)
+    logger_provider = logger_provider_from_env()
+    receiver = Receiver(config, options, meter_provider=meter_provider, logger_provider=logger_provider)
     try:
         receiver.start()
     except EndpointError as exc:
@@ -1194,11 +1234,12 @@ def run_serve(args: argparse.Namespace) -> int:
         for s, h in previous.items():
             signal.signal(s, h)
     receiver.stop()
-    if meter_provider is not None:
-        try:
-            meter_provider.shutdown()
-        except Exception:  # noqa: BLE001 - an unreachable metrics endpoint must not fail the stop
-            pass
+    for provider in (meter_provider, logger_provider):
+        if provider is not None:
+            try:
+                provider.shutdown()
+            except Exception:  # noqa: BLE001 - an unreachable endpoint must not fail the stop
+                pass
     if options.report_json:
         try:
             with open(options.report_json, "w", encoding="utf-8") as fh:
@@ -1223,4 +1264,5 @@ __all__ = [
     "run_serve",
     "parse_endpoint",
     "meter_provider_from_env",
+    "logger_provider_from_env",
 ]
