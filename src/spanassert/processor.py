@@ -314,12 +314,25 @@ class AssertionSpanProcessor(SpanProcessor):
             self._sink.internal_error("force_flush", exc)
         for p in self._export:
             left = int(max(0.0, deadline - time.monotonic()) * 1000)
+            ok = self._flush_within(p, left) and ok
+        return ok
+
+    def _flush_within(self, processor: SpanProcessor, timeout_millis: int) -> bool:
+        """``processor.force_flush`` bounded by our deadline: the SDK's BatchSpanProcessor ignores
+        its timeout and exports on the caller's thread, so a hanging exporter would hang the app."""
+        done: List[bool] = []
+
+        def run() -> None:
             try:
-                ok = bool(p.force_flush(left)) and ok
+                done.append(bool(processor.force_flush(timeout_millis)))
             except Exception as exc:  # noqa: BLE001
                 self._sink.internal_error("force_flush", exc)
-                ok = False
-        return ok
+                done.append(False)
+
+        worker = threading.Thread(target=run, name="spanassert-flush", daemon=True)
+        worker.start()
+        worker.join(timeout_millis / 1000.0)
+        return bool(done) and done[0]
 
     def shutdown(self) -> None:
         if self._shutdown:

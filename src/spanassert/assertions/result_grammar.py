@@ -259,7 +259,9 @@ class JsonMatches(_JsonCheck):
     def judge(self, value: Any, show: Show) -> Check:
         if not isinstance(value, str):
             return FAILED, f"got {kind_of(value)}, not a string"
-        if self.regex.search(value[:MAX_MATCH_CHARS]) is not None:
+        if len(value) > MAX_MATCH_CHARS:  # matching a cut text would be a guess
+            return UNDECIDED, f"a string of {len(value)} characters, over the {MAX_MATCH_CHARS} that are matched"
+        if self.regex.search(value) is not None:
             return HELD, ""
         return FAILED, f"got {show(value)}"
 
@@ -373,9 +375,13 @@ def compile_result_checks(lines: Sequence[Any], ctx: BuildContext, field: str) -
     checks: List[ResultCheck] = []
     for i, line in enumerate(lines):
         try:
-            checks.append(parse_result_line(line))
+            check = parse_result_line(line)
         except ResultGrammarError as exc:
             ctx.error(exc.code, f"`{line}`: {exc.reason}", field=f"{field}[{i}]", hint=f"write one of: {FORMS}")
+            continue
+        checks.append(check)
+        if isinstance(check, JsonMatches):  # the same load-time warning as every other rule regex
+            ctx.warn_regex_risk(check.regex.pattern, field=f"{field}[{i}]")
     return checks
 
 

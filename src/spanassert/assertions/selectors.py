@@ -3,8 +3,10 @@
 Semantics (Assay's ``CallSelector``): ``args_match`` is an AND over the named arguments, each regex
 searched (unanchored) in the argument's value. A missing argument, non-object arguments, or a value
 that cannot be read count as *no match*. Non-string values are matched against their JSON rendering.
-Text longer than the configured bound is cut before matching, so a crafted argument cannot make a
-rule regex slow without bound.
+Matching is bounded: an argument whose text is longer than :data:`MAX_MATCH_CHARS` is not matched at
+all, and the call is undecidable (its rule inconclusive). Matching a cut text would be a guess both
+ways: padding would hide a forbidden value past the cut, and a cut can make a pattern match that the
+whole text does not.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any, Dict, Mapping, Optional, Pattern
 from ..model import CONTENT_MISSING, CONTENT_OK, ToolCall
 from .base import BuildContext
 
-# Matching is bounded: at most this many characters of an argument are searched.
+# Matching is bounded: an argument longer than this is not searched (the call is undecidable).
 MAX_MATCH_CHARS = 100_000
 
 SELECTOR_SCHEMA: Dict[str, Any] = {
@@ -40,8 +42,15 @@ ARGS_MATCH_SCHEMA: Dict[str, Any] = {
 
 
 def render_arg(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-    return text[:MAX_MATCH_CHARS]
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _too_long(value: Any) -> bool:
+    if isinstance(value, str):
+        return len(value) > MAX_MATCH_CHARS
+    if isinstance(value, (dict, list)):
+        return len(render_arg(value)) > MAX_MATCH_CHARS
+    return False
 
 
 class ArgsMatch:
@@ -67,8 +76,14 @@ class ArgsMatch:
         return True
 
     def decidable(self, call: ToolCall) -> bool:
-        """False when the arguments were not recorded (the match cannot be decided)."""
-        return call.arguments_state != CONTENT_MISSING
+        """False when the arguments were not recorded, or a matched argument is longer than
+        :data:`MAX_MATCH_CHARS` (the match cannot be decided)."""
+        if call.arguments_state == CONTENT_MISSING:
+            return False
+        if call.arguments_state == CONTENT_OK and isinstance(call.arguments, dict):
+            args = call.arguments
+            return not any(arg in args and _too_long(args[arg]) for arg in self.patterns)
+        return True
 
     def matches(self, call: ToolCall) -> bool:
         if call.arguments_state != CONTENT_OK:
@@ -79,8 +94,9 @@ class ArgsMatch:
         for arg, rx in self.patterns.items():
             if arg not in args:
                 return False
-            if rx.search(render_arg(args[arg])) is None:
-                return False
+            text = render_arg(args[arg])
+            if len(text) > MAX_MATCH_CHARS or rx.search(text) is None:
+                return False  # too long to match within bounds: undecidable (see `decidable`)
         return True
 
     def describe(self) -> str:

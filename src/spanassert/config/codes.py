@@ -32,6 +32,7 @@ E_ASSERT_BUILD = "E_ASSERT_BUILD"
 E_INTERNAL = "E_INTERNAL"
 W_CFG_VACUOUS_EXPECTED = "W_CFG_VACUOUS_EXPECTED"
 W_CFG_EVIDENCE_KEY_UNSET = "W_CFG_EVIDENCE_KEY_UNSET"
+W_CFG_REGEX_BACKTRACKING = "W_CFG_REGEX_BACKTRACKING"  # raised in assertions.base.BuildContext.compile_regex
 
 DESCRIPTIONS: Dict[str, str] = {
     E_PATH_NOT_FOUND: "the rules file does not exist (or is not a file)",
@@ -60,4 +61,5 @@ DESCRIPTIONS: Dict[str, str] = {
     E_INTERNAL: "a bug in spanassert; please report it",
     W_CFG_VACUOUS_EXPECTED: "a test with no checks",
     W_CFG_EVIDENCE_KEY_UNSET: "`settings.evidence_key_env` names an unset environment variable",
+    W_CFG_REGEX_BACKTRACKING: "a regex with nested or overlapping quantifiers (exponential backtracking)",
 }
