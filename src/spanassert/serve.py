@@ -764,6 +764,8 @@ def make_http_handler(receiver: Receiver) -> type:
     class OTLPHTTPHandler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "spanassert"
+        # A client that stalls mid-request (or keeps an idle connection) gives its thread back.
+        timeout = 30
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
             pass  # one line per request would drown the violations

@@ -507,7 +507,10 @@ def _read_framed(name: str, stream: Any, size: Optional[int]) -> Iterator[_Item]
                 decompressor = zstandard.ZstdDecompressor()
                 zstd_error = zstandard.ZstdError
             try:
-                payload = decompressor.decompressobj().decompress(payload)
+                # Bounded like a plain frame: a small zstd frame must not expand without limit.
+                payload = decompressor.decompress(payload, max_output_size=MAX_FRAME_BYTES)
+                if len(payload) > MAX_FRAME_BYTES:
+                    raise zstd_error(f"decompresses to more than {MAX_FRAME_BYTES} bytes")
             except zstd_error as exc:
                 yield InputIssue(name, None, offset, f"frame {index} is not valid zstd data: {exc}", ERROR)
                 offset += 4 + n
