@@ -58,7 +58,7 @@ def rules_yaml(n_tests: int, seed: int = 7, called: int = 19) -> str:
         elif kind == 3:
             lines += ["      - type: trace_args_valid", f"        tool: tool_{a}", "        schema:",
                       "          type: object", "          properties:",
-                      "            amount: {type: number, maximum: 1000}"]
+                      f"            amount: {{type: number, maximum: {1000 + i}}}"]
         elif kind == 4:
             lines += ["      - type: trace_tool_sequence", f"        sequence: [tool_{a}, tool_{b}]",
                       "        allow_other_tools: true"]

@@ -174,6 +174,34 @@ def _ambiguous_branch(items: List[Any]) -> bool:
     return False
 
 
+_SCHEMA_CACHE: Dict[str, Any] = {}
+_SCHEMA_CACHE_SIZE = 1024
+# Keywords of drafts 2019-09 / 2020-12 that Draft 7 does not know.
+_MODERN_KEYWORDS = frozenset({
+    "$defs", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "$vocabulary",
+    "prefixItems", "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",
+    "minContains", "maxContains", "contentSchema",
+})
+
+
+def _uses_modern_keywords(node: Any, depth: int = 0) -> bool:
+    if depth > 64:
+        return True  # let the full meta-schema judge deep nesting
+    if isinstance(node, dict):
+        if not _MODERN_KEYWORDS.isdisjoint(node.keys()):
+            return True
+        return any(_uses_modern_keywords(v, depth + 1) for v in node.values())
+    if isinstance(node, list):
+        return any(_uses_modern_keywords(v, depth + 1) for v in node)
+    return False
+
+
+def _draft7_meta() -> Any:
+    import jsonschema
+
+    return jsonschema.Draft7Validator
+
+
 class BuildContext:
     """What the loader gives an assertion while it is built. The loader subclasses this and turns
     ``error``/``warn`` into positioned diagnostics; this base is enough for tests."""
@@ -217,9 +245,30 @@ class BuildContext:
         import jsonschema
 
         try:
+            key = json.dumps(schema, sort_keys=True, default=repr)
+        except (TypeError, ValueError, RecursionError):
+            key = None
+        cached = _SCHEMA_CACHE.get(key) if key is not None else None
+        if cached is not None:
+            return cached
+        try:
             cls = jsonschema.validators.validator_for(schema)
-            cls.check_schema(schema)
-            return cls(schema, format_checker=cls.FORMAT_CHECKER)
+            if isinstance(schema, dict) and "$schema" not in schema and not _uses_modern_keywords(schema):
+                # The 2020-12 meta-schema resolves dynamic references and is five times slower to
+                # check against than Draft 7's; for a schema that uses only keywords the two drafts
+                # share, both meta-schemas impose the same structure.
+                _draft7_meta().check_schema(schema)
+            else:
+                cls.check_schema(schema)
+            validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+            if key is not None:
+                # Checking a schema against its meta-schema is most of the cost of loading a rules
+                # file; identical schemas (common across tests) are checked once. Validators are
+                # immutable, so sharing one is safe.
+                if len(_SCHEMA_CACHE) >= _SCHEMA_CACHE_SIZE:
+                    _SCHEMA_CACHE.pop(next(iter(_SCHEMA_CACHE)))
+                _SCHEMA_CACHE[key] = validator
+            return validator
         except jsonschema.exceptions.SchemaError as exc:
             self.error("E_CFG_SCHEMA", f"invalid JSON Schema: {exc.message}", field=field)
             return None
