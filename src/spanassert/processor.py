@@ -147,17 +147,20 @@ class AssertionSpanProcessor(SpanProcessor):
                 return
             parent = span.parent
             with self._lock:
-                self._sink.current = current = []
+                # Only without a wrapped exporter are start-time violations written on the span here
+                # (with one, they travel on the exported copy); no list is allocated otherwise.
+                current: Optional[List[Violation]] = None if self._export else []
+                self._sink.current = current
                 try:
                     self.engine.start_span(
                         _hex_trace(tid), _hex_span(ctx.span_id),
                         _hex_span(parent.span_id) if parent is not None else None,
-                        span.name, attrs, span.start_time or time.time_ns(),
-                        _attrs(span.resource), role,
+                        span._name, attrs, span._start_time or time.time_ns(),
+                        _attrs(span._resource), role,
                     )
                 finally:
                     self._sink.current = None
-                if not self._export:
+                if current is not None:
                     if role != ROLE_OTHER and (parent is None or parent.is_remote or
                                                self.engine.by_trace.get(_hex_trace(tid)) is not None):
                         self._live_roots[ctx.span_id] = span
