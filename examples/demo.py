@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 RULES = HERE / "rules.yaml"
 sys.path.insert(0, str(HERE))
 
-from opentelemetry.exporter.otlp.json.file import FileSpanExporter  # noqa: E402
+from spanassert.otlp.writers import file_span_exporter  # noqa: E402 - OTel's FileSpanExporter where installed
 from opentelemetry.sdk.resources import Resource  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: E402
@@ -61,7 +61,7 @@ def run_live(out_file: Path) -> Tuple[Verdicts, Dict[str, str], int]:
 
     processor = AssertionSpanProcessor(
         config,
-        export=BatchSpanProcessor(FileSpanExporter(str(out_file))),
+        export=BatchSpanProcessor(file_span_exporter(str(out_file))),
         on_violation=on_violation,
         on_episode=episodes.append,
     )

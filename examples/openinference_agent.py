@@ -83,12 +83,12 @@ class TravelAgent:
 
 
 def main() -> None:
-    from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+    from spanassert.otlp.writers import file_span_exporter  # OTel's FileSpanExporter where installed
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter()))
+    provider.add_span_processor(SimpleSpanProcessor(file_span_exporter()))
     agent = TravelAgent(provider)
     for _name, session, plan, answer in SCENARIOS:
         agent.run(session, plan, answer)

@@ -21,7 +21,7 @@ DEFAULT_OUT = HERE / "recorded" / "support-agent.jsonl"
 def record(out: Path) -> int:
     """Run every scenario of the support agent once, exporting its spans to ``out``. Returns the
     number of scenarios run."""
-    from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+    from spanassert.otlp.writers import file_span_exporter  # OTel's FileSpanExporter where installed
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -34,7 +34,7 @@ def record(out: Path) -> int:
         out.unlink()  # the exporter appends
     provider = TracerProvider(resource=Resource.create({"service.name": "support-agent"}))
     # One export request per span, so the file reads (and diffs) one span per line.
-    provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(str(out))))
+    provider.add_span_processor(SimpleSpanProcessor(file_span_exporter(str(out))))
     agent = SupportAgent(provider)
     for scenario in SCENARIOS:
         agent.run(scenario)

@@ -195,12 +195,12 @@ class SupportAgent:
 
 
 def main() -> None:
-    from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+    from spanassert.otlp.writers import file_span_exporter  # OTel's FileSpanExporter where installed
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter()))
+    provider.add_span_processor(SimpleSpanProcessor(file_span_exporter()))
     agent = SupportAgent(provider)
     for scenario in SCENARIOS:
         agent.run(scenario)

@@ -10,7 +10,7 @@ import json
 import os
 from typing import Any, List, Optional, Sequence, Tuple
 
-from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+from otlp_file_exporter import FileSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanProcessor

@@ -58,6 +58,10 @@ CONVENTIONS: Dict[str, Tuple[str, Dict[str, Any], str, Dict[str, Any]]] = {
 
 @pytest.mark.parametrize("convention", sorted(CONVENTIONS))
 def test_convention_gives_the_episode_its_calls_and_arguments(convention: str) -> None:
+    from conftest import SDK_DICT_ATTRIBUTES
+
+    if convention == "otel-genai-structured" and not SDK_DICT_ATTRIBUTES:
+        pytest.skip("this OpenTelemetry SDK drops dict-valued attributes (needs SDK >= 1.45)")
     agent_name, agent_attrs, tool_name, tool_attrs = CONVENTIONS[convention]
     results: List[Any] = []
     rig = Rig(build_config(RULES), on_episode=results.append)
@@ -72,9 +76,13 @@ def test_convention_gives_the_episode_its_calls_and_arguments(convention: str) -
 
 
 def test_wrong_arguments_fail_in_every_convention_that_records_them() -> None:
+    from conftest import SDK_DICT_ATTRIBUTES
+
     bad = {"order_id": "7"}
     failures = []
     for convention, (agent_name, agent_attrs, tool_name, tool_attrs) in sorted(CONVENTIONS.items()):
+        if convention == "otel-genai-structured" and not SDK_DICT_ATTRIBUTES:
+            continue  # this SDK drops dict-valued attributes
         attrs = {k: (v.replace('"ORD-7"', '"7"') if isinstance(v, str) else v) for k, v in tool_attrs.items()}
         if isinstance(attrs.get("gen_ai.tool.call.arguments"), dict):
             attrs["gen_ai.tool.call.arguments"] = bad

@@ -9,7 +9,7 @@ import tempfile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry import trace
-from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+from otlp_file_exporter import FileSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor

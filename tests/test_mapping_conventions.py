@@ -156,6 +156,7 @@ def test_genai_execute_tool_span_is_a_call_with_json_string_arguments_and_result
     assert ("execute_tool get_weather", ROLE_TOOL, "get_weather") in rec.start_view.seen
 
 
+@pytest.mark.needs_dict_attributes
 def test_util_genai_structured_arguments_and_result_decode_to_the_same_values_live_and_from_file(
     rec: Recorder,
 ) -> None:
@@ -254,6 +255,7 @@ def test_model_operations_are_steps_and_other_genai_operations_are_not(rec: Reco
                      "embeddings": ROLE_OTHER, "create_agent": ROLE_OTHER, "retrieval": ROLE_OTHER}
 
 
+@pytest.mark.needs_dict_attributes
 def test_agent_final_output_joins_text_parts_of_the_last_assistant_message(rec: Recorder) -> None:
     messages = [
         {"role": "assistant", "parts": [{"type": "text", "content": "thinking out loud"}]},
@@ -626,6 +628,7 @@ def test_strands_latest_details_events_and_error_status(rec: Recorder) -> None:
 # -- MCP ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.needs_dict_attributes
 def test_mcp_tools_call_spans_are_calls_and_other_methods_are_not(rec: Recorder) -> None:
     with rec.tracer.start_as_current_span(
         "tools/call get_weather", kind=SpanKind.CLIENT,
@@ -668,6 +671,7 @@ def test_http_and_database_spans_are_other(rec: Recorder) -> None:
     assert read(rec.span("execute_tools_batch")) == {"role": ROLE_OTHER}
 
 
+@pytest.mark.needs_dict_attributes
 def test_role_reads_sdk_bounded_attributes_directly() -> None:
     attrs = BoundedAttributes(
         maxlen=128,

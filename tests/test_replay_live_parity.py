@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Dict, List
 
-from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+from otlp_file_exporter import FileSpanExporter
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from replay_episodes import write_episodes

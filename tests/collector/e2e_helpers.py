@@ -189,7 +189,6 @@ import json
 import sys
 import time
 
-from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -225,7 +224,9 @@ provider = TracerProvider(resource=Resource.create({"service.name": "scale-out-a
 # Small, frequent batches whose size divides no episode cycle: many traces reach the Collector
 # split over two requests, each routed on its own.
 provider.add_span_processor(BatchSpanProcessor(otlp, schedule_delay_millis=50, max_export_batch_size=7))
-provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(plan["ground_truth"])))
+from spanassert.otlp.writers import file_span_exporter  # OTel's FileSpanExporter where installed
+
+provider.add_span_processor(SimpleSpanProcessor(file_span_exporter(plan["ground_truth"])))
 tracer = provider.get_tracer("scale-out-agent")
 spans = 0
 

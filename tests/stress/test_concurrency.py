@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+from otlp_file_exporter import FileSpanExporter
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Status, StatusCode
 

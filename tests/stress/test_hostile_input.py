@@ -120,6 +120,7 @@ def _one_call(rig: LiveRig, tool: str, arguments: Any) -> None:
     root.end()
 
 
+@pytest.mark.needs_dict_attributes
 def test_huge_and_non_utf8_arguments_are_truncated_in_evidence_or_refused_as_unreadable() -> None:
     secret_tail = "TAIL-SECRET-" + "z" * 10
     results: List[Any] = []

@@ -109,3 +109,44 @@ def write_binpb(spans: Iterable[ReadableSpan], path: PathOrFile) -> None:
     finally:
         if owned:
             f.close()
+
+
+class JsonLinesSpanExporter:
+    """A ``SpanExporter`` writing OTLP JSON Lines (one line per export batch), like the
+    ``opentelemetry-exporter-otlp-json-file`` package's ``FileSpanExporter``. That package needs
+    Python 3.10+; this one is what the examples fall back to on Python 3.9."""
+
+    def __init__(self, path: Union[str, "os.PathLike[str]", None] = None) -> None:
+        import sys
+        import threading
+
+        self.path: PathOrFile = path if path is not None else sys.stdout  # no path: stdout, as OTel's
+        self._lock = threading.Lock()
+
+    def export(self, spans: Any) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        if not spans:
+            return SpanExportResult.SUCCESS
+        try:
+            with self._lock:
+                write_jsonl(spans, self.path)
+        except OSError:
+            return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def file_span_exporter(path: Union[str, "os.PathLike[str]", None] = None) -> Any:
+    """The OpenTelemetry OTLP JSON file exporter when installed (the ``file`` extra, Python 3.10+),
+    else :class:`JsonLinesSpanExporter`: both write the same OTLP JSON Lines."""
+    try:
+        from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+    except ImportError:
+        return JsonLinesSpanExporter(path)
+    return FileSpanExporter(path) if path is not None else FileSpanExporter()
