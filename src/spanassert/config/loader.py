@@ -184,9 +184,42 @@ def _expected_types(schema: Mapping[str, Any]) -> str:
     return " or ".join(words.get(str(n), str(n)) for n in names)
 
 
+_SIMPLE_TYPES = {"string": str, "boolean": bool, "array": list, "object": dict}
+_SIMPLE_KEYS = frozenset({"type", "minLength", "minimum", "enum", "const"})
+
+
+def _plainly_valid(schema: Mapping[str, Any], value: Any) -> bool:
+    """True when a simple field schema (a type, a bound, an enum) plainly accepts ``value``; most
+    fields are this simple, and a jsonschema run per field is most of the cost of loading a file.
+    Anything else (or any doubt) goes to jsonschema, which also words the error."""
+    if not _SIMPLE_KEYS.issuperset(schema):
+        return False
+    t = schema.get("type")
+    if t is not None:
+        if t in ("integer", "number"):
+            if isinstance(value, bool) or not isinstance(value, (int, float) if t == "number" else int):
+                return False
+        else:
+            py = _SIMPLE_TYPES.get(t) if isinstance(t, str) else None
+            if py is None or not isinstance(value, py) or (py is not bool and isinstance(value, bool)):
+                return False
+    if "minLength" in schema and not (isinstance(value, str) and len(value) >= schema["minLength"]):
+        return False
+    if "minimum" in schema and not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                    and value >= schema["minimum"]):
+        return False
+    if "enum" in schema and not any(value == e and type(value) is type(e) for e in schema["enum"]):
+        return False
+    if "const" in schema and not (value == schema["const"] and type(value) is type(schema["const"])):
+        return False
+    return True
+
+
 def value_problem(schema: Mapping[str, Any], value: Any, label: str
                   ) -> Optional[Tuple[str, str, KeyPath, Optional[str]]]:
     """``(code, message, sub_path, hint)`` for the most relevant way ``value`` violates ``schema``."""
+    if _plainly_valid(schema, value):
+        return None
     try:
         errors = list(_validator(schema).iter_errors(value))
     except Exception as exc:  # noqa: BLE001 - a broken Field schema is reported, not raised
