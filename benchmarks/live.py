@@ -27,11 +27,12 @@ class NoopExporter(SpanExporter):
         pass
 
 
-def _provider(with_assert: bool, config: Any) -> TracerProvider:
+def _provider(with_assert: bool, config: Any, background: bool = False) -> TracerProvider:
     tp = TracerProvider()
     batch = BatchSpanProcessor(NoopExporter(), max_queue_size=1 << 20, max_export_batch_size=2048)
     if with_assert:
-        tp.add_span_processor(AssertionSpanProcessor(config, export=batch, tick_interval=1.0))
+        tp.add_span_processor(AssertionSpanProcessor(config, export=batch, tick_interval=1.0,
+                                                     background=background))
     else:
         tp.add_span_processor(batch)
     return tp
@@ -68,9 +69,11 @@ def _tool_spans(tracer: Any, n: int) -> float:
 def run(n: int = 20_000) -> List[Dict[str, str]]:
     config = load_config(rules_yaml(20))
     rows = []
-    for label, fn, target in [("cost per non-tool span (20 rules)", _plain_spans, 1.05),
-                              ("cost per tool span, JSON arguments (20 rules)", _tool_spans, 1.5)]:
-        tps = {True: _provider(True, config), False: _provider(False, config)}
+    for label, fn, target, background in [
+            ("cost per non-tool span (20 rules)", _plain_spans, 1.05, False),
+            ("cost per tool span, JSON arguments (20 rules)", _tool_spans, 1.5, False),
+            ("cost per tool span, JSON arguments, background=True (20 rules)", _tool_spans, 1.5, True)]:
+        tps = {True: _provider(True, config, background), False: _provider(False, config)}
         tracers = {k: v.get_tracer("bench") for k, v in tps.items()}
         for k in tracers:  # warm up
             fn(tracers[k], 2000)

@@ -12,11 +12,12 @@ where the span violated a rule), ``force_flush`` returns a bool within its deadl
 """
 from __future__ import annotations
 
+import collections
 import os
 import threading
 import time
 import weakref
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from opentelemetry.sdk._configuration import _OTelSDKConfigurator
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
@@ -84,6 +85,14 @@ class AssertionSpanProcessor(SpanProcessor):
             the app: a failing callback is counted).
         on_episode: called with each closed episode's :class:`EpisodeResult`.
         tick_interval: seconds between idle-timeout checks (a daemon thread).
+        background: evaluate on a worker thread, as ``BatchSpanProcessor`` exports on one (needs
+            ``export``). The agent's thread then only queues GenAI spans; the worker runs the same
+            engine in the same order (so the same verdicts) and hands each span, annotated, to the
+            wrapped processors. Violations, including forbidden tools, are reported moments after
+            the span starts instead of before ``start_span`` returns, and callbacks run on the
+            worker. Default False: every check runs on the agent's thread.
+        max_queue_size: spans the background queue holds; when full, the agent's thread waits for
+            room (a span is never dropped).
     """
 
     def __init__(
@@ -96,6 +105,8 @@ class AssertionSpanProcessor(SpanProcessor):
         on_violation: Optional[Callable[[Violation], None]] = None,
         on_episode: Optional[Callable[[EpisodeResult], None]] = None,
         tick_interval: float = 1.0,
+        background: bool = False,
+        max_queue_size: int = 65_536,
     ) -> None:
         if not isinstance(config, Config):
             from .config import load_config
@@ -125,6 +136,19 @@ class AssertionSpanProcessor(SpanProcessor):
         self._shutdown = False
         self._thread: Optional[threading.Thread] = None
         self._start_ticker()
+        # Background evaluation: (is_start, span) in the order the SDK called us. `_pending` holds the
+        # traces of queued GenAI starts until the engine follows them, so that their other spans are
+        # queued too (the worker adds a trace to `_tracked` before it leaves `_pending`).
+        self._background = bool(background and self._export)
+        self._max_queue = max(1, int(max_queue_size))
+        self._queue: "collections.deque[Tuple[bool, Any]]" = collections.deque()
+        self._pending: Set[int] = set()
+        self._wake = threading.Event()
+        self._idle = False
+        self._busy = False
+        self._worker: Optional[threading.Thread] = None
+        if self._background:
+            self._start_worker()
         if hasattr(os, "register_at_fork"):
             ref = weakref.ref(self)
             os.register_at_fork(after_in_child=lambda: (ref() and ref()._after_fork()))  # type: ignore[union-attr]
@@ -140,48 +164,74 @@ class AssertionSpanProcessor(SpanProcessor):
             role = self._role(span._name, attrs)
             tid = ctx.trace_id
             if role == ROLE_OTHER and tid not in self._tracked:
+                if self._background and tid in self._pending:
+                    self._enqueue(True, span)
+                    return
                 if not self._export:
                     parent = span.parent
                     if parent is None or parent.is_remote:
                         self._live_roots[ctx.span_id] = span
                 return
-            parent = span.parent
-            with self._lock:
-                # Only without a wrapped exporter are start-time violations written on the span here
-                # (with one, they travel on the exported copy); no list is allocated otherwise.
-                current: Optional[List[Violation]] = None if self._export else []
-                self._sink.current = current
-                try:
-                    self.engine.start_span(
-                        _hex_trace(tid), _hex_span(ctx.span_id),
-                        _hex_span(parent.span_id) if parent is not None else None,
-                        span._name, attrs, span._start_time or time.time_ns(),
-                        _attrs(span._resource), role,
-                    )
-                finally:
-                    self._sink.current = None
-                if current is not None:
-                    if role != ROLE_OTHER and (parent is None or parent.is_remote or
-                                               self.engine.by_trace.get(_hex_trace(tid)) is not None):
-                        self._live_roots[ctx.span_id] = span
-                    for v in current:
-                        if not v.shadow:
-                            # The offending span is still open: the event goes right on it.
-                            span.add_event(EVENT_NAME, violation_event_attributes(v))
-                            self._written.add(id(v))
+            if self._background:
+                if role != ROLE_OTHER:
+                    self._pending.add(tid)
+                self._enqueue(True, span)
+                return
+            self._start_in_engine(span, role)
         except Exception as exc:  # noqa: BLE001 - never raise into the application
             self._sink.internal_error("on_start", exc)
+
+    def _start_in_engine(self, span: Span, role: Optional[int] = None) -> None:
+        ctx = span._context
+        attrs = span._attributes
+        if attrs is None:
+            attrs = _EMPTY
+        tid = ctx.trace_id
+        if role is None:  # queued: read the span as it is now
+            role = self._role(span._name, attrs)
+        parent = span.parent
+        with self._lock:
+            # Only without a wrapped exporter are start-time violations written on the span here
+            # (with one, they travel on the exported copy); no list is allocated otherwise.
+            current: Optional[List[Violation]] = None if self._export else []
+            self._sink.current = current
+            try:
+                self.engine.start_span(
+                    _hex_trace(tid), _hex_span(ctx.span_id),
+                    _hex_span(parent.span_id) if parent is not None else None,
+                    span._name, attrs, span._start_time or time.time_ns(),
+                    _attrs(span._resource), role,
+                )
+            finally:
+                self._sink.current = None
+            if current is not None:
+                if role != ROLE_OTHER and (parent is None or parent.is_remote or
+                                           self.engine.by_trace.get(_hex_trace(tid)) is not None):
+                    self._live_roots[ctx.span_id] = span
+                for v in current:
+                    if not v.shadow:
+                        # The offending span is still open: the event goes right on it.
+                        span.add_event(EVENT_NAME, violation_event_attributes(v))
+                        self._written.add(id(v))
 
     def on_end(self, span: ReadableSpan) -> None:
         out: Optional[SpanOutcome] = None
         try:
             # Fast path, inline: a span of a trace we do not follow that is no GenAI span.
             attrs = span._attributes
-            if (span._context.trace_id in self._tracked or not self._export
-                    or self._role(span._name, attrs if attrs is not None else _EMPTY) != ROLE_OTHER):
+            tid = span._context.trace_id
+            if (tid in self._tracked or not self._export
+                    or self._role(span._name, attrs if attrs is not None else _EMPTY) != ROLE_OTHER
+                    or (self._background and tid in self._pending)):
+                if self._background:
+                    self._enqueue(False, span)
+                    return
                 out = self._evaluate_end(span)
         except Exception as exc:  # noqa: BLE001
             self._sink.internal_error("on_end", exc)
+        self._forward(span, out)
+
+    def _forward(self, span: ReadableSpan, out: Optional[SpanOutcome]) -> None:
         to_send: ReadableSpan = span
         if out is not None:
             try:
@@ -300,13 +350,90 @@ class AssertionSpanProcessor(SpanProcessor):
                                 "spanassert.verdict": "failed",
                             })
 
+    # -- background evaluation -------------------------------------------------------------------------
+    def _enqueue(self, is_start: bool, span: Any) -> None:
+        # deque.append is atomic: the agent's thread takes no lock here, and wakes the worker only
+        # when it sleeps.
+        q = self._queue
+        while len(q) >= self._max_queue and self._worker is not None and self._worker.is_alive():
+            time.sleep(0.001)  # full: wait for room rather than drop a span
+        q.append((is_start, span))
+        if self._idle:
+            self._wake.set()
+
+    def _start_worker(self) -> None:
+        ref = weakref.ref(self)
+        q = self._queue
+        wake = self._wake
+        stop = self._stop
+
+        def loop() -> None:
+            while True:
+                me = ref()
+                if me is None:
+                    return
+                me._busy = True  # before the pop: `_drain` must never see an empty queue mid-item
+                try:
+                    is_start, span = q.popleft()
+                except IndexError:
+                    me._busy = False
+                    me._idle = True
+                    if q:  # appended between the failed pop and the flag: no sleep
+                        me._idle = False
+                        continue
+                    if stop.is_set():
+                        return
+                    del me
+                    wake.wait(0.5)
+                    wake.clear()
+                    me = ref()
+                    if me is not None:
+                        me._idle = False
+                    continue
+                try:
+                    me._run_queued(is_start, span)
+                finally:
+                    me._busy = False
+                del me, span
+
+        self._worker = threading.Thread(target=loop, name="spanassert-evaluate", daemon=True)
+        self._worker.start()
+
+    def _run_queued(self, is_start: bool, span: Any) -> None:
+        if is_start:
+            try:
+                self._start_in_engine(span)
+            except Exception as exc:  # noqa: BLE001
+                self._sink.internal_error("on_start", exc)
+            finally:
+                self._pending.discard(span._context.trace_id)  # the engine follows it now, if at all
+            return
+        out: Optional[SpanOutcome] = None
+        try:
+            out = self._evaluate_end(span)
+        except Exception as exc:  # noqa: BLE001
+            self._sink.internal_error("on_end", exc)
+        self._forward(span, out)
+
+    def _drain(self, timeout_s: float) -> bool:
+        """Wait until the worker has evaluated everything queued so far (True), or the time is up."""
+        if not self._background:
+            return True
+        deadline = time.monotonic() + timeout_s
+        self._wake.set()
+        while self._queue or self._busy:
+            if time.monotonic() >= deadline or self._worker is None or not self._worker.is_alive():
+                return not self._queue and not self._busy
+            time.sleep(0.001)
+        return True
+
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Decide every open episode now (liveness rules become inconclusive), then flush the wrapped
         processors within what is left of the deadline."""
         deadline = time.monotonic() + timeout_millis / 1000.0
-        ok = True
+        ok = self._drain(timeout_millis / 1000.0)
         try:
-            if self._lock.acquire(timeout=max(0.0, timeout_millis / 1000.0)):
+            if self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
                 try:
                     self._deliver_closed(self.engine.close_all(CloseReason.FLUSH))
                 finally:
@@ -341,7 +468,9 @@ class AssertionSpanProcessor(SpanProcessor):
         if self._shutdown:
             return
         self._shutdown = True
+        self._drain(30.0)
         self._stop.set()
+        self._wake.set()
         try:
             with self._lock:
                 self._deliver_closed(self.engine.close_all(CloseReason.SHUTDOWN))
@@ -387,8 +516,15 @@ class AssertionSpanProcessor(SpanProcessor):
         self.engine = Engine(self.config, self._sink)
         self._role = self.engine.mapper.role
         self._stop = threading.Event()
+        self._queue = collections.deque()
+        self._pending = set()
+        self._wake = threading.Event()
+        self._idle = False
+        self._busy = False
         if not self._shutdown:
             self._start_ticker()
+            if self._background:
+                self._start_worker()
 
     # -- introspection ----------------------------------------------------------------------------------
     @property
@@ -397,6 +533,7 @@ class AssertionSpanProcessor(SpanProcessor):
 
 
 ENV_CONFIG = "SPANASSERT_CONFIG"
+ENV_BACKGROUND = "SPANASSERT_BACKGROUND"
 
 
 class SpanAssertConfigurator(_OTelSDKConfigurator):
@@ -428,7 +565,8 @@ class SpanAssertConfigurator(_OTelSDKConfigurator):
         def export_span_processor(exporter: Any) -> SpanProcessor:
             batch = BatchSpanProcessor(exporter)
             if not holder:
-                holder.append(AssertionSpanProcessor(config, export=[batch]))
+                background = os.environ.get(ENV_BACKGROUND, "").strip().lower() in ("1", "true", "yes")
+                holder.append(AssertionSpanProcessor(config, export=[batch], background=background))
                 return holder[0]
             # One engine for all exporters: later exporters join the first processor, so each
             # episode is judged once and every exporter gets the same annotated spans.
