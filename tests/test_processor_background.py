@@ -70,3 +70,39 @@ def test_background_local_root_episode_closes_when_the_untyped_root_ends():
                if any(e.name == "gen_ai.evaluation.result" for e in s.events)]
     assert "execute_tool delete_database" in flagged
     tp.shutdown()
+
+
+def test_background_under_16_threads_exports_every_span_once_with_sequential_verdicts():
+    import threading
+
+    from test_engine_episodes import _run_episode, _signature
+
+    from livekit import Rig, build_config
+
+    cfg = build_config([
+        {"id": "must-lookup", "assertions": [{"type": "trace_must_call_tool", "tool": "lookup_order"}]},
+        {"id": "no-delete", "assertions": [{"type": "trace_must_not_call_tool", "tool": "delete_database"}]},
+    ])
+    conc, seq = [], []
+    rig = Rig(cfg, on_episode=conc.append, background=True, max_queue_size=64)
+    barrier = threading.Barrier(16)
+
+    def worker(k):
+        barrier.wait()
+        for j in range(10):
+            _run_episode(rig.tracer, k * 10 + j)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(16)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert rig.processor._drain(30)
+    spans = rig.exporter.get_finished_spans()
+    assert len(spans) == 160 * 3 and len({s.context.span_id for s in spans}) == len(spans)
+    rig2 = Rig(cfg, on_episode=seq.append)
+    for i in range(160):
+        _run_episode(rig2.tracer, i)
+    assert len(conc) == len(seq) == 160
+    assert _signature(conc) == _signature(seq)
+    assert rig.total("spanassert.internal_errors") == 0
