@@ -39,7 +39,8 @@ def build_config(tests: List[Dict[str, Any]], episodes: Optional[EpisodeSettings
 
 
 class Rig:
-    """A TracerProvider whose only processor is ours, wrapping a SimpleSpanProcessor to memory."""
+    """A TracerProvider whose only processor is ours, wrapping a SimpleSpanProcessor to memory
+    (evaluating inline unless ``background=True`` is passed)."""
 
     def __init__(self, config: Config, *, export: bool = True, **kwargs: Any) -> None:
         from spanassert import AssertionSpanProcessor
@@ -47,6 +48,9 @@ class Rig:
         self.exporter = InMemorySpanExporter()
         self.reader = InMemoryMetricReader()
         self.meter_provider = MeterProvider(metric_readers=[self.reader])
+        # Evaluation on the test's own thread unless a test asks for the background worker (the
+        # default with an export): these tests read verdicts right after a span ends.
+        kwargs.setdefault("background", False)
         self.processor = AssertionSpanProcessor(
             config, export=SimpleSpanProcessor(self.exporter) if export else None,
             meter_provider=self.meter_provider, tick_interval=kwargs.pop("tick_interval", 0), **kwargs)

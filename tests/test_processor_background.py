@@ -37,7 +37,7 @@ def _run(episodes, **kwargs):
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(episode, min_size=1, max_size=4))
 def test_background_evaluation_gives_the_inline_verdicts_violations_and_events(episodes):
-    eps_a, vs_a, spans_a, ev_a = _run(episodes)
+    eps_a, vs_a, spans_a, ev_a = _run(episodes, background=False)
     eps_b, vs_b, spans_b, ev_b = _run(episodes, background=True, max_queue_size=3)
     assert len(spans_b) == len(spans_a)
     assert len({s.context.span_id for s in spans_b}) == len(spans_b)  # every span exported once
@@ -106,3 +106,112 @@ def test_background_under_16_threads_exports_every_span_once_with_sequential_ver
     assert len(conc) == len(seq) == 160
     assert _signature(conc) == _signature(seq)
     assert rig.total("spanassert.internal_errors") == 0
+
+
+def _forbidden_rules():
+    from livekit import build_config
+
+    return build_config([
+        {"id": "no-delete", "assertions": [{"type": "trace_must_not_call_tool", "tool": "delete_database"}]},
+        {"id": "lookup", "assertions": [{"type": "trace_must_call_tool", "tool": "lookup_order"}]},
+        {"id": "few-searches", "assertions": [{"type": "trace_max_tool_calls", "max": 1, "tool": "search"}]},
+    ])
+
+
+def _agent(tracer, tools, inside=None):
+    """One episode: an agent span calling ``tools`` in order; ``inside(name)`` runs while the
+    tool's span is open (before the "tool body" would run)."""
+    with tracer.start_as_current_span("invoke_agent support", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        for name in tools:
+            with tracer.start_as_current_span(f"execute_tool {name}", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+                    "gen_ai.tool.call.arguments": json.dumps({"q": name})}):
+                if inside is not None:
+                    inside(name)
+
+
+def test_with_an_export_evaluation_is_in_the_background_by_default_and_without_one_inline():
+    with_export = AssertionSpanProcessor(_forbidden_rules(), export=SimpleSpanProcessor(InMemorySpanExporter()),
+                                         tick_interval=0)
+    without = AssertionSpanProcessor(_forbidden_rules(), tick_interval=0)
+    inline = AssertionSpanProcessor(_forbidden_rules(), export=SimpleSpanProcessor(InMemorySpanExporter()),
+                                    tick_interval=0, background=False)
+    try:
+        assert with_export._background and with_export._worker is not None
+        assert not without._background and not inline._background and inline._worker is None
+    finally:
+        for p in (with_export, without, inline):
+            p.shutdown()
+
+
+def _run_forbidden(background):
+    import threading
+
+    seen = []  # (test id, message, thread that reported it)
+    exported = InMemorySpanExporter()
+    results = []
+    proc = AssertionSpanProcessor(
+        _forbidden_rules(), export=SimpleSpanProcessor(exported), tick_interval=0, background=background,
+        on_episode=results.append,
+        on_violation=lambda v: seen.append((v.test_id, v.message, threading.current_thread().name)))
+    tp = TracerProvider()
+    tp.add_span_processor(proc)
+    tracer = tp.get_tracer("agent")
+    during = []
+
+    def inside(name):  # the tool's body: its span has started and is open
+        if name == "delete_database":
+            during.append([m for t, m, _ in seen if t == "no-delete"])
+
+    # The worker is held off (the agent thread holds the engine lock, which is reentrant for it):
+    # every earlier span is still queued when the forbidden tool starts, the worst case for order.
+    with proc._lock:
+        _agent(tracer, ["lookup_order", "search", "search", "lookup_order", "delete_database", "search"], inside)
+    assert proc.force_flush(30_000)
+    tp.shutdown()
+    flagged = sorted((s.name, e.attributes["gen_ai.evaluation.name"]) for s in exported.get_finished_spans()
+                     for e in s.events if e.name == "gen_ai.evaluation.result")
+    return seen, during, flagged, results
+
+
+def test_background_reports_a_forbidden_tool_on_the_agent_thread_before_the_tool_runs():
+    seen_bg, during_bg, flagged_bg, results_bg = _run_forbidden(background=True)
+    seen_in, during_in, flagged_in, results_in = _run_forbidden(background=False)
+    me = __import__("threading").current_thread().name
+    # Reported before the tool's body ran, on the agent's thread, with the call number the inline
+    # engine gives it: the queued calls before it were evaluated first, in order.
+    for during in (during_bg, during_in):
+        assert len(during) == 1 and len(during[0]) == 1
+        assert during[0][0].startswith("`delete_database` called at call #5 (span ")
+    forbidden = [x for x in seen_bg if x[0] == "no-delete"]
+    assert len(forbidden) == 1 and forbidden[0][2] == me
+    # The count rule is not a by-name rule, but its violation at call #3 was queued before the
+    # forbidden start, so it was evaluated (and reported) on the agent's thread too, and first.
+    counted = [(m.split(" (span")[0], t) for k, m, t in seen_bg if k == "few-searches"]
+    assert counted == [("`search` called at call #3", me)]
+    assert [k for k, _, _ in seen_bg] == [k for k, _, _ in seen_in]  # the same order
+    # Same violations (one each), same annotated spans, same verdicts as inline evaluation.
+    strip = lambda xs: sorted((t, m.split(" (span")[0]) for t, m, _ in xs)  # noqa: E731
+    assert strip(seen_bg) == strip(seen_in)
+    assert flagged_bg == flagged_in and ("execute_tool delete_database", "no-delete") in flagged_bg
+    assert [r.test_verdicts() for r in results_bg] == [r.test_verdicts() for r in results_in]
+
+
+def test_tool_blocklist_is_also_reported_before_the_tool_runs_in_the_background():
+    from spanassert import load_config
+
+    cfg = load_config(
+        "version: 1\nsuite: s\ntests:\n  - id: blocked\n    expected:\n      type: tool_blocklist\n"
+        "      blocked: [delete_database]\n")
+    seen = []
+    proc = AssertionSpanProcessor(cfg, export=SimpleSpanProcessor(InMemorySpanExporter()), tick_interval=0,
+                                  on_violation=seen.append)
+    assert proc._background and proc._alert_tools == frozenset({"delete_database"})
+    tp = TracerProvider()
+    tp.add_span_processor(proc)
+    during = []
+    with proc._lock:
+        _agent(tp.get_tracer("a"), ["search", "delete_database"],
+               lambda name: during.append(len(seen)) if name == "delete_database" else None)
+    assert during == [1] and "blocked tool `delete_database` called at call #2" in seen[0].message
+    tp.shutdown()

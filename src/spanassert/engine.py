@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from .assertions.base import NEED_ARGUMENTS, NEED_RESULT, Assertion
 from .config.model import Config, TestCase
@@ -36,6 +36,7 @@ from .model import (
 from .results import AssertionResult, EpisodeResult, Violation
 
 _NO_STATE = object()
+_clock = time.perf_counter
 _FAR_FUTURE = 1 << 127
 _PRECHECK_KEY = ("\0precheck",)  # the early-check plan's key in Engine._plans (no test id has a NUL)
 
@@ -101,11 +102,32 @@ class _Slot:
         self.severity = test.severity.value if hasattr(test.severity, "value") else str(test.severity)
 
 
+class _ToolPlan:
+    """What one call of one tool touches in a plan: the slots whose ``on_call_start`` /
+    ``on_call_end`` do something (bound methods, resolved once), and the content they read."""
+
+    __slots__ = ("targets", "start", "end", "needs_args", "needs_result")
+
+    def __init__(self, slots: List[_Slot], targets: Tuple[int, ...]) -> None:
+        self.targets = targets
+        self.start = tuple((i, slots[i].assertion.on_call_start) for i in targets
+                           if _overrides(slots[i].assertion, "on_call_start"))
+        self.end = tuple((i, slots[i].assertion.on_call_end) for i in targets
+                         if _overrides(slots[i].assertion, "on_call_end"))
+        self.needs_args = any(NEED_ARGUMENTS in slots[i].assertion.needs for i in targets)
+        self.needs_result = any(NEED_RESULT in slots[i].assertion.needs for i in targets)
+
+
+def _overrides(assertion: Assertion, method: str) -> bool:
+    return getattr(type(assertion), method) is not getattr(Assertion, method)
+
+
 class _Plan:
     """The trace assertions of the tests that apply to an episode, with per-tool dispatch tables so
     that a call touches only the rules that can apply to it."""
 
-    __slots__ = ("slots", "by_tool", "any_tool", "step_slots", "needs_args", "needs_result", "excluded")
+    __slots__ = ("slots", "by_tool", "any_tool", "step_slots", "needs_args", "needs_result", "excluded",
+                 "_tool_plans", "_other_tools")
 
     def __init__(self, slots: List[_Slot], excluded: List[TestCase]) -> None:
         self.slots = slots
@@ -129,9 +151,14 @@ class _Plan:
         self.step_slots: Tuple[int, ...] = tuple(steps)
         self.needs_args = any(NEED_ARGUMENTS in s.assertion.needs for s in slots)
         self.needs_result = any(NEED_RESULT in s.assertion.needs for s in slots)
+        self._tool_plans: Dict[str, _ToolPlan] = {t: _ToolPlan(slots, v) for t, v in self.by_tool.items()}
+        self._other_tools = _ToolPlan(slots, self.any_tool)
 
     def for_tool(self, name: str) -> Tuple[int, ...]:
         return self.by_tool.get(name, self.any_tool)
+
+    def tool_plan(self, name: str) -> _ToolPlan:
+        return self._tool_plans.get(name, self._other_tools)
 
 
 class Episode:
@@ -209,6 +236,17 @@ class Engine:
             for a in t.trace_assertions:
                 self._slots_all.append(_Slot(len(self._slots_all), t, a))
         self._needs_match = any(t.match is not None for t in self._tests)
+        # Tool names whose call start can fail on the name alone (``Assertion.reports_at_start``);
+        # None when such a rule reacts to every tool.
+        alert: Set[str] = set()
+        alert_all = False
+        for s in self._slots_all:
+            if s.assertion.reports_at_start:
+                if s.assertion.tools is None:
+                    alert_all = True
+                else:
+                    alert.update(s.assertion.tools)
+        self.start_alert_tools: Optional[FrozenSet[str]] = None if alert_all else frozenset(alert)
         self._plans: Dict[Tuple[str, ...], _Plan] = {}
         self._full_plan = self._plan_for(tuple(t.id for t in self._tests))
         # Open episodes in order of last activity (oldest first): idle closing and eviction read
@@ -270,14 +308,18 @@ class Engine:
             if ep is not None and parent_id in ep.spans:
                 ep.spans[span_id] = ep.spans[parent_id]
             return
-        t0 = time.perf_counter()
-        if ep is None and not self.by_trace_key:
-            ep = self._conversation_episode(trace_id, attributes, start_ns, resource, role, span_id, name)
+        t0 = _clock()
         if ep is None:
-            if role != ROLE_AGENT and trace_id in self.recent:
-                return  # a late span: judged when it ends, with its content
-            ep = self._open(self._new_trace_key(trace_id), trace_id, start_ns, attributes, resource, role, span_id, name)
-        self._touch(ep, start_ns)
+            if not self.by_trace_key:
+                ep = self._conversation_episode(trace_id, attributes, start_ns, resource, role, span_id, name)
+            if ep is None:
+                if role != ROLE_AGENT and trace_id in self.recent:
+                    return  # a late span: judged when it ends, with its content
+                ep = self._open(self._new_trace_key(trace_id), trace_id, start_ns, attributes, resource, role,
+                                span_id, name)
+        if start_ns > ep.last_ns:
+            ep.last_ns = start_ns
+        self.open.move_to_end(ep.key)
         parent_agent = ep.spans.get(parent_id) if parent_id is not None else None
         if role == ROLE_AGENT:
             agent = self.mapper.agent_name(name, attributes) or parent_agent
@@ -295,14 +337,14 @@ class Engine:
                 self._step(ep, span_id)
         else:  # ROLE_TOOL
             ep.spans[span_id] = parent_agent
-            tool = self.mapper.tool_name(name, attributes)
+            tool, call_id = self.mapper.tool_start(name, attributes)
             outer = ep.open_calls.get(parent_id) if parent_id is not None else None
             if outer is not None and (tool is None or tool == outer.name):
                 self._absorb(ep, span_id)
             elif tool is not None:
-                self._start_call(ep, tool, trace_id, span_id, parent_id, start_ns, parent_agent, attributes)
+                self._start_call(ep, tool, trace_id, span_id, parent_id, start_ns, parent_agent, call_id)
             # else: the name may only be set later; the call is positioned when its span ends.
-        ep.eval_s += time.perf_counter() - t0
+        ep.eval_s += _clock() - t0
 
     def end_span(
         self,
@@ -330,8 +372,10 @@ class Engine:
                     return self._late_call(self.recent[trace_id], trace_id, span_id, parent_id, name, attributes,
                                            start_ns, end_ns, status_code, events)
             return None
-        t0 = time.perf_counter()
-        self._touch(ep, end_ns)
+        t0 = _clock()
+        if end_ns > ep.last_ns:
+            ep.last_ns = end_ns
+        self.open.move_to_end(ep.key)
         agent = ep.spans.pop(span_id, None)
         # A call started as a tool is still one: no need to read its markers again.
         call = ep.open_calls.pop(span_id, None)
@@ -344,12 +388,12 @@ class Engine:
             role = self.mapper.role(name, attributes)
         if role == ROLE_TOOL:
             if call is None:
-                tool = self.mapper.tool_name(name, attributes)
+                tool, call_id = self.mapper.tool_start(name, attributes)
                 if tool is None:
                     self._unreadable(ep, UNREADABLE_NO_NAME, None)
                     self._step(ep, span_id)
                 else:
-                    call = self._start_call(ep, tool, trace_id, span_id, parent_id, start_ns, agent, attributes)
+                    call = self._start_call(ep, tool, trace_id, span_id, parent_id, start_ns, agent, call_id)
                     ep.open_calls.pop(span_id, None)
             if call is not None:
                 self._end_call(ep, call, attributes, end_ns, status_code, events)
@@ -379,7 +423,7 @@ class Engine:
         if closing is not None:
             ep.marks = None
         else:
-            ep.eval_s += time.perf_counter() - t0
+            ep.eval_s += _clock() - t0
         if marks is None and closing is None:
             return None
         return SpanOutcome(marks or [], closing)
@@ -473,74 +517,71 @@ class Engine:
             ep.absorbed = set()
         ep.absorbed.add(span_id)
 
-    def _touch(self, ep: Episode, now_ns: int) -> None:
-        if now_ns > ep.last_ns:
-            ep.last_ns = now_ns
-        self.open.move_to_end(ep.key)
-
     # -- calls and steps ----------------------------------------------------------------------------
     def _start_call(self, ep: Episode, tool: str, trace_id: str, span_id: str, parent_id: Optional[str],
-                    start_ns: int, agent: Optional[str], attributes: Mapping[str, Any]) -> ToolCall:
+                    start_ns: int, agent: Optional[str], call_id: Optional[str]) -> ToolCall:
         view = ep.view
-        call = ToolCall(
-            tool,
-            span_id=span_id,
-            trace_id=trace_id,
-            parent_span_id=parent_id,
-            start_ns=start_ns,
-            index=view.call_count,
-            agent=agent,
-            call_id=self.mapper.call_id(attributes),
-        )
+        call = ToolCall(tool, span_id, trace_id, parent_id, start_ns, view.call_count, agent, call_id)
         view.call_count += 1
-        if len(ep.open_calls) >= self.max_in_flight:
+        open_calls = ep.open_calls
+        if len(open_calls) >= self.max_in_flight:
             # Bounded memory: forget the oldest in-flight call; its content is never judged.
-            oldest = next(iter(ep.open_calls))
-            del ep.open_calls[oldest]
+            oldest = next(iter(open_calls))
+            del open_calls[oldest]
             view.calls_dropped += 1
             self.sink.overflow(OVERFLOW_CALL_DROPPED)
-        ep.open_calls[span_id] = call
+        open_calls[span_id] = call
         plan = ep.plan
-        for i in plan.for_tool(tool):
-            slot = plan.slots[i]
-            f = slot.assertion.on_call_start(ep.state(slot), call)
-            if f is not None:
-                self._fail(ep, slot, f, span_id)
-        self._step(ep, span_id)
+        starts = plan.tool_plan(tool).start
+        if starts:
+            states = ep.states
+            for i, on_start in starts:
+                st = states[i]
+                if st is _NO_STATE:
+                    st = states[i] = plan.slots[i].assertion.new_state()
+                f = on_start(st, call)
+                if f is not None:
+                    self._fail(ep, plan.slots[i], f, span_id)
+        view.step_count += 1
+        if plan.step_slots:
+            self._step_rules(ep, span_id)
         return call
 
     def _end_call(self, ep: Episode, call: ToolCall, attributes: Mapping[str, Any], end_ns: int,
                   status_code: int, events: Sequence[Any]) -> None:
         plan = ep.plan
-        targets = plan.for_tool(call.name)
-        unreadable = self._finish_call(plan, targets, call, attributes, end_ns, status_code, events)
+        tp = plan.tool_plan(call.name)
+        unreadable = self._finish_call(tp, call, attributes, end_ns, status_code, events)
         if unreadable is not None:
             self._unreadable(ep, unreadable, call.name)
-        for i in targets:
-            slot = plan.slots[i]
-            f = slot.assertion.on_call_end(ep.state(slot), call)
-            if f is not None:
-                self._fail(ep, slot, f, call.span_id)
+        ends = tp.end
+        if ends:
+            states = ep.states
+            for i, on_end in ends:
+                st = states[i]
+                if st is _NO_STATE:
+                    st = states[i] = plan.slots[i].assertion.new_state()
+                f = on_end(st, call)
+                if f is not None:
+                    self._fail(ep, plan.slots[i], f, call.span_id)
 
-    def _finish_call(self, plan: _Plan, targets: Tuple[int, ...], call: ToolCall, attributes: Mapping[str, Any],
+    def _finish_call(self, tp: _ToolPlan, call: ToolCall, attributes: Mapping[str, Any],
                      end_ns: int, status_code: int, events: Sequence[Any]) -> Optional[str]:
-        """Give a call its content (what ``plan`` reads of it); returns why it is unreadable, if so."""
+        """Give a call its content (what the rules in ``tp`` read of it); returns why it is
+        unreadable, if so."""
         unreadable: Optional[str] = None
-        args_raw = result_raw = None
-        if targets and plan.needs_args:
-            args_raw = self.mapper.arguments_raw(attributes, events)
-            if isinstance(args_raw, str) and len(args_raw) > self.max_arg_bytes:
-                args_raw = None
-                unreadable = UNREADABLE_TOO_LARGE
-                call._args_state = CONTENT_UNPARSABLE  # recorded, but not kept: undecidable
-        if targets and plan.needs_result:
-            result_raw = self.mapper.result_raw(attributes, events)
-            if isinstance(result_raw, str) and len(result_raw) > self.max_arg_bytes:
-                result_raw = result_raw[: self.max_arg_bytes]
-        error_type = self.mapper.error_type(attributes, status_code, events)
+        args_raw, result_raw, error_type = self.mapper.call_end(
+            attributes, events, status_code, tp.needs_args, tp.needs_result)
+        limit = self.max_arg_bytes
+        if args_raw is not None and type(args_raw) is str and len(args_raw) > limit:
+            args_raw = None
+            unreadable = UNREADABLE_TOO_LARGE
+            call._args_state = CONTENT_UNPARSABLE  # recorded, but not kept: undecidable
+        if result_raw is not None and type(result_raw) is str and len(result_raw) > limit:
+            result_raw = result_raw[:limit]
         status = STATUS_ERROR if (status_code == 2 or error_type) else (STATUS_OK if status_code == 1 else STATUS_UNSET)
         was_unparsable = call._args_state == CONTENT_UNPARSABLE
-        call.finish(end_ns=end_ns, status=status, error_type=error_type, arguments_raw=args_raw, result_raw=result_raw)
+        call.finish(end_ns, status, error_type, args_raw, result_raw)
         if was_unparsable:
             call._args_state = CONTENT_UNPARSABLE
         elif args_raw is not None and call.arguments_state == CONTENT_UNPARSABLE:
@@ -600,7 +641,8 @@ class Engine:
         tool = self.mapper.tool_name(name, attributes)
         if tool is None:
             return []
-        targets = plan.for_tool(tool)
+        tp = plan.tool_plan(tool)
+        targets = tp.targets
         if not targets:
             return []
         call = ToolCall(tool, span_id=span_id, trace_id=trace_id, parent_span_id=parent_id, start_ns=start_ns,
@@ -611,7 +653,7 @@ class Engine:
             f = plan.slots[i].assertion.on_call_start(states[i], call)
             if f is not None:
                 failures[i] = f
-        self._finish_call(plan, targets, call, attributes, end_ns, status_code, events)
+        self._finish_call(tp, call, attributes, end_ns, status_code, events)
         for i in targets:
             f = plan.slots[i].assertion.on_call_end(states[i], call)
             if f is not None and i not in failures:
@@ -629,6 +671,10 @@ class Engine:
 
     def _step(self, ep: Episode, span_id: str) -> None:
         ep.view.step_count += 1
+        if ep.plan.step_slots:
+            self._step_rules(ep, span_id)
+
+    def _step_rules(self, ep: Episode, span_id: str) -> None:
         plan = ep.plan
         for i in plan.step_slots:
             slot = plan.slots[i]
@@ -790,7 +836,8 @@ class Engine:
                 if v is not None:
                     out.append(v)
         if safety:
-            reason = self._finish_call(plan, tuple(safety), call, attributes, end_ns, status_code, events)
+            reason = self._finish_call(_ToolPlan(plan.slots, tuple(safety)), call, attributes, end_ns,
+                                       status_code, events)
             if reason is not None:
                 self.sink.unreadable(reason, call.name)
             for i in safety:

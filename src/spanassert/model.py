@@ -162,7 +162,6 @@ class ToolCall:
     def __init__(
         self,
         name: str,
-        *,
         span_id: str = "",
         trace_id: str = "",
         parent_span_id: Optional[str] = None,
@@ -193,7 +192,6 @@ class ToolCall:
 
     def finish(
         self,
-        *,
         end_ns: int,
         status: str = STATUS_UNSET,
         error_type: Optional[str] = None,

@@ -21,25 +21,20 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, 
 
 from opentelemetry.sdk._configuration import _OTelSDKConfigurator
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
+from opentelemetry.trace import StatusCode
 
 from .config.model import Config
 from .emit import EVENT_NAME, Telemetry, violation_event_attributes
 from .engine import Engine, SpanOutcome
-from .mapping import ROLE_OTHER
+from .mapping import ROLE_OTHER, ROLE_TOOL
 from .model import CloseReason
 from .results import EpisodeResult, Violation
 
 PathOrConfig = Union[Config, str, "os.PathLike[str]"]
 
 _EMPTY: Mapping[str, Any] = {}
-
-
-def _hex_trace(v: int) -> str:
-    return format(v, "032x")
-
-
-def _hex_span(v: int) -> str:
-    return format(v, "016x")
+_UNSET = StatusCode.UNSET
+_ERROR = StatusCode.ERROR
 
 
 def _attrs(span: Any) -> Mapping[str, Any]:
@@ -85,12 +80,16 @@ class AssertionSpanProcessor(SpanProcessor):
             the app: a failing callback is counted).
         on_episode: called with each closed episode's :class:`EpisodeResult`.
         tick_interval: seconds between idle-timeout checks (a daemon thread).
-        background: evaluate on a worker thread, as ``BatchSpanProcessor`` exports on one (needs
-            ``export``). The agent's thread then only queues GenAI spans; the worker runs the same
-            engine in the same order (so the same verdicts) and hands each span, annotated, to the
-            wrapped processors. Violations, including forbidden tools, are reported moments after
-            the span starts instead of before ``start_span`` returns, and callbacks run on the
-            worker. Default False: every check runs on the agent's thread.
+        background: evaluate on a worker thread, as ``BatchSpanProcessor`` exports on one. The
+            default when there is an ``export`` (without one there is nothing to hand spans to, and
+            every check runs on the agent's thread). The agent's thread then only queues GenAI
+            spans; the worker runs the same engine in the same order (so the same verdicts) and
+            hands each span, annotated, to the wrapped processors. A call of a tool that a rule
+            forbids by name (``trace_must_not_call_tool`` without ``args_match``,
+            ``tool_blocklist``) is still evaluated on the agent's thread, before ``start_span``
+            returns: the violation and ``on_violation`` come before the tool runs. Every other
+            violation comes moments later, with its callback on the worker. ``False``: every check
+            runs on the agent's thread, before the span call returns.
         max_queue_size: spans the background queue holds; when full, the agent's thread waits for
             room (a span is never dropped).
     """
@@ -105,7 +104,7 @@ class AssertionSpanProcessor(SpanProcessor):
         on_violation: Optional[Callable[[Violation], None]] = None,
         on_episode: Optional[Callable[[EpisodeResult], None]] = None,
         tick_interval: float = 1.0,
-        background: bool = False,
+        background: Optional[bool] = None,
         max_queue_size: int = 65_536,
     ) -> None:
         if not isinstance(config, Config):
@@ -120,11 +119,13 @@ class AssertionSpanProcessor(SpanProcessor):
         else:
             self._export = list(export)
         self._tracked: Set[int] = set()
+        self._last_trace: Tuple[int, str] = (-1, "")
         self._telemetry_args = dict(meter_provider=meter_provider, logger_provider=logger_provider,
                                     on_violation=on_violation, on_episode=on_episode)
         self._sink = _LiveSink(self._tracked, **self._telemetry_args)
         self.engine = Engine(config, self._sink)
         self._role = self.engine.mapper.role
+        self._alert_tools = self.engine.start_alert_tools
         self._lock = threading.RLock()
         # Without a wrapped exporter, violations go on live spans: the open episode roots and the
         # local trace roots (span id -> Span), and violations already written on their span.
@@ -139,7 +140,7 @@ class AssertionSpanProcessor(SpanProcessor):
         # Background evaluation: (is_start, span) in the order the SDK called us. `_pending` holds the
         # traces of queued GenAI starts until the engine follows them, so that their other spans are
         # queued too (the worker adds a trace to `_tracked` before it leaves `_pending`).
-        self._background = bool(background and self._export)
+        self._background = bool(self._export) if background is None else bool(background and self._export)
         self._max_queue = max(1, int(max_queue_size))
         self._queue: "collections.deque[Tuple[bool, Any]]" = collections.deque()
         self._pending: Set[int] = set()
@@ -173,6 +174,11 @@ class AssertionSpanProcessor(SpanProcessor):
                         self._live_roots[ctx.span_id] = span
                 return
             if self._background:
+                alert = self._alert_tools
+                if role == ROLE_TOOL and (alert is None or (
+                        alert and self.engine.mapper.tool_name(span._name, attrs) in alert)):
+                    self._start_now(span, role)
+                    return
                 if role != ROLE_OTHER:
                     self._pending.add(tid)
                 self._enqueue(True, span)
@@ -180,6 +186,16 @@ class AssertionSpanProcessor(SpanProcessor):
             self._start_in_engine(span, role)
         except Exception as exc:  # noqa: BLE001 - never raise into the application
             self._sink.internal_error("on_start", exc)
+
+    def _start_now(self, span: Span, role: int) -> None:
+        """Background mode, a tool a rule forbids by name: evaluate this start on the agent's thread,
+        before the tool runs, after everything queued before it (so the engine sees the same order
+        and the violation is the same one, call number included)."""
+        with self._lock:  # the worker holds it while it runs an item: no item is half-done here
+            q = self._queue
+            while q:
+                self._run_queued(*q.popleft())
+            self._start_in_engine(span, role)
 
     def _start_in_engine(self, span: Span, role: Optional[int] = None) -> None:
         ctx = span._context
@@ -189,7 +205,7 @@ class AssertionSpanProcessor(SpanProcessor):
         tid = ctx.trace_id
         if role is None:  # queued: read the span as it is now
             role = self._role(span._name, attrs)
-        parent = span.parent
+        parent = span._parent
         with self._lock:
             # Only without a wrapped exporter are start-time violations written on the span here
             # (with one, they travel on the exported copy); no list is allocated otherwise.
@@ -197,8 +213,8 @@ class AssertionSpanProcessor(SpanProcessor):
             self._sink.current = current
             try:
                 self.engine.start_span(
-                    _hex_trace(tid), _hex_span(ctx.span_id),
-                    _hex_span(parent.span_id) if parent is not None else None,
+                    self._trace_hex(tid), format(ctx.span_id, "016x"),
+                    format(parent.span_id, "016x") if parent is not None else None,
                     span._name, attrs, span._start_time or time.time_ns(),
                     _attrs(span._resource), role,
                 )
@@ -206,7 +222,7 @@ class AssertionSpanProcessor(SpanProcessor):
                 self._sink.current = None
             if current is not None:
                 if role != ROLE_OTHER and (parent is None or parent.is_remote or
-                                           self.engine.by_trace.get(_hex_trace(tid)) is not None):
+                                           self.engine.by_trace.get(self._trace_hex(tid)) is not None):
                     self._live_roots[ctx.span_id] = span
                 for v in current:
                     if not v.shadow:
@@ -249,7 +265,7 @@ class AssertionSpanProcessor(SpanProcessor):
         ctx = span._context
         tid = ctx.trace_id
         if not self._export and ctx.span_id in self._live_roots:
-            self._live_roots.pop(ctx.span_id, None)
+            del self._live_roots[ctx.span_id]
         attrs = span._attributes
         if attrs is None:
             attrs = _EMPTY
@@ -265,26 +281,42 @@ class AssertionSpanProcessor(SpanProcessor):
 
     def _engine_end(self, span: ReadableSpan, ctx: Any, attrs: Mapping[str, Any], role: Optional[int],
                     start_first: bool) -> Optional[SpanOutcome]:
-        parent = span.parent
-        tid = _hex_trace(ctx.trace_id)
-        sid = _hex_span(ctx.span_id)
-        pid = _hex_span(parent.span_id) if parent is not None else None
-        start = span.start_time or 0
-        end = span.end_time or start
+        # The SDK span's own fields, read directly (its properties copy events and look up enum
+        # values: measurable on a path every GenAI span takes).
+        parent = span._parent
+        tid = self._trace_hex(ctx.trace_id)
+        sid = format(ctx.span_id, "016x")
+        pid = format(parent.span_id, "016x") if parent is not None else None
+        start = span._start_time or 0
+        end = span._end_time or start
+        name = span._name
+        engine = self.engine
         if start_first:
-            self.engine.start_span(tid, sid, pid, span.name, attrs, start, _attrs(span.resource), role)
-        status = span.status.status_code.value if span.status is not None else 0
-        # SDK StatusCode: UNSET=0, OK=1, ERROR=2 (the OTLP numbering).
-        out = self.engine.end_span(
-            tid, sid, pid, span.name, attrs, start, end, status, span.events,
-            is_local_root=parent is None or parent.is_remote,
+            engine.start_span(tid, sid, pid, name, attrs, start, _attrs(span._resource), role)
+        # SDK StatusCode UNSET/OK/ERROR is the OTLP numbering 0/1/2.
+        status = span._status
+        code = status._status_code if status is not None else _UNSET
+        events = span._events
+        out = engine.end_span(
+            tid, sid, pid, name, attrs, start, end,
+            0 if code is _UNSET else (2 if code is _ERROR else 1), events if events else (),
+            parent is None or parent.is_remote,
         )
         self._ends += 1
         if not self._ends & 63:  # the idle check between ticker runs, every 64 span ends
             now = time.time_ns()
-            if self.engine.open and next(iter(self.engine.open.values())).last_ns + self.engine.idle_ns <= now:
-                self._deliver_closed(self.engine.tick(now))
+            if engine.open and next(iter(engine.open.values())).last_ns + engine.idle_ns <= now:
+                self._deliver_closed(engine.tick(now))
         return out
+
+    def _trace_hex(self, trace_id: int) -> str:
+        # A trace's spans come together: one formatting per run of spans of the same trace.
+        last = self._last_trace
+        if last[0] == trace_id:
+            return last[1]
+        text = format(trace_id, "032x")
+        self._last_trace = (trace_id, text)
+        return text
 
     def _deliver(self, span: ReadableSpan, out: SpanOutcome) -> ReadableSpan:
         events = [v for v in out.violations if not v.shadow and id(v) not in self._written]
@@ -316,7 +348,7 @@ class AssertionSpanProcessor(SpanProcessor):
     def _write_on_live_root(self, span: ReadableSpan, violations: List[Violation]) -> None:
         """No wrapped exporter, and the offending span has ended: use the episode's root if it is
         still open (log records carry the violation in every case)."""
-        ep = self.engine.by_trace.get(_hex_trace(span.get_span_context().trace_id))
+        ep = self.engine.by_trace.get(self._trace_hex(span.get_span_context().trace_id))
         target: Optional[Span] = None
         if ep is not None and ep.view.root_span_id:
             target = self._live_roots.get(int(ep.view.root_span_id, 16))
@@ -373,28 +405,28 @@ class AssertionSpanProcessor(SpanProcessor):
                 if me is None:
                     return
                 me._busy = True  # before the pop: `_drain` must never see an empty queue mid-item
-                try:
-                    is_start, span = q.popleft()
-                except IndexError:
-                    me._busy = False
-                    me._idle = True
-                    if q:  # appended between the failed pop and the flag: no sleep
-                        me._idle = False
-                        continue
-                    if stop.is_set():
-                        return
-                    del me
-                    wake.wait(0.5)
-                    wake.clear()
-                    me = ref()
-                    if me is not None:
-                        me._idle = False
+                # Under the engine lock from pop to done: a forbidden tool's start, evaluated on the
+                # agent's thread, first runs what is queued, and must find no item half-run.
+                with me._lock:
+                    item = q.popleft() if q else None
+                    if item is not None:
+                        me._run_queued(*item)
+                me._busy = False
+                if item is not None:
+                    del me, item
                     continue
-                try:
-                    me._run_queued(is_start, span)
-                finally:
-                    me._busy = False
-                del me, span
+                me._idle = True
+                if q:  # appended between the failed pop and the flag: no sleep
+                    me._idle = False
+                    continue
+                if stop.is_set():
+                    return
+                del me
+                wake.wait(0.5)
+                wake.clear()
+                me = ref()
+                if me is not None:
+                    me._idle = False
 
         self._worker = threading.Thread(target=loop, name="spanassert-evaluate", daemon=True)
         self._worker.start()
@@ -515,6 +547,7 @@ class AssertionSpanProcessor(SpanProcessor):
         self._sink = _LiveSink(self._tracked, **self._telemetry_args)
         self.engine = Engine(self.config, self._sink)
         self._role = self.engine.mapper.role
+        self._alert_tools = self.engine.start_alert_tools
         self._stop = threading.Event()
         self._queue = collections.deque()
         self._pending = set()
@@ -565,7 +598,8 @@ class SpanAssertConfigurator(_OTelSDKConfigurator):
         def export_span_processor(exporter: Any) -> SpanProcessor:
             batch = BatchSpanProcessor(exporter)
             if not holder:
-                background = os.environ.get(ENV_BACKGROUND, "").strip().lower() in ("1", "true", "yes")
+                # Background evaluation unless SPANASSERT_BACKGROUND says no (see the class).
+                background = os.environ.get(ENV_BACKGROUND, "").strip().lower() not in ("0", "false", "no")
                 holder.append(AssertionSpanProcessor(config, export=[batch], background=background))
                 return holder[0]
             # One engine for all exporters: later exporters join the first processor, so each

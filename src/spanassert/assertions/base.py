@@ -300,6 +300,10 @@ class Assertion:
         self.needs: FrozenSet[str] = frozenset()
         # Whether it reacts to model steps (trace_max_steps).
         self.wants_steps = False
+        # Whether its ``on_call_start`` can fail on a call's tool name alone (a forbidden tool): the
+        # live processor then evaluates such a call's start before the tool runs, even when it
+        # evaluates everything else on its background thread.
+        self.reports_at_start = False
 
     # -- evaluation (override what applies) ----------------------------------------------------
     def ineffective_reason(self) -> Optional[str]:

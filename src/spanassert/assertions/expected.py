@@ -624,6 +624,7 @@ class ToolBlocklistExpected(Assertion):
                       field="blocked", hint="list the tool names that must not be called")
         self.blocked = frozenset(blocked)
         self.tools = self.blocked
+        self.reports_at_start = True
 
     def new_state(self) -> List[Optional[str]]:
         return [None]  # the first violation's message

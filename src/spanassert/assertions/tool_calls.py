@@ -141,6 +141,7 @@ class MustNotCallToolAssertion(Assertion):
         self.selector = CallSelector(self.tool, ArgsMatch.build(values.get("args_match"), ctx, "args_match"))
         self.tools = frozenset((self.tool,))
         self.needs = frozenset((NEED_ARGUMENTS,)) if self.selector.args_match is not None else frozenset()
+        self.reports_at_start = self.selector.args_match is None
 
     def ineffective_reason(self) -> Optional[str]:
         if not self.tool:

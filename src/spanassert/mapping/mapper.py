@@ -246,7 +246,14 @@ class Mapper:
     # -- tool spans ---------------------------------------------------------------------------
     def tool_name(self, name: str, attributes: Mapping[str, Any]) -> Optional[str]:
         """The called tool's name; None when a tool span does not say (an unreadable call)."""
-        get = lookup(attributes)
+        return self._tool_name(name, lookup(attributes))
+
+    def tool_start(self, name: str, attributes: Mapping[str, Any]) -> Tuple[Optional[str], Optional[str]]:
+        """``(tool_name, call_id)`` of a tool span, read in one pass (the engine's per-call path)."""
+        get = attributes.get if type(attributes) is dict else lookup(attributes)
+        return self._tool_name(name, get), self._call_id(get)
+
+    def _tool_name(self, name: str, get: Getter) -> Optional[str]:
         rule = self._rule_for(name, get) if self._rules else None
         if rule is not None:
             found = rule.tool_name_from(name, get)
@@ -269,7 +276,9 @@ class Mapper:
         return None
 
     def call_id(self, attributes: Mapping[str, Any]) -> Optional[str]:
-        get = lookup(attributes)
+        return self._call_id(lookup(attributes))
+
+    def _call_id(self, get: Getter) -> Optional[str]:
         for rule in self._call_id_rules:
             if rule.matches_attributes(get):
                 found = _text(get(rule.call_id))  # type: ignore[arg-type]
@@ -289,7 +298,9 @@ class Mapper:
         is never read. User rules are consulted by their attribute conditions only (the span name
         is not passed here); a rule's ``arguments`` attribute is specific enough on its own.
         """
-        get = lookup(attributes)
+        return self._arguments_raw(lookup(attributes), events)
+
+    def _arguments_raw(self, get: Getter, events: Iterable[Any]) -> Any:
         for rule in self._argument_rules:
             if rule.matches_attributes(get):
                 value = get(rule.arguments)  # type: ignore[arg-type]
@@ -300,7 +311,9 @@ class Mapper:
 
     def result_raw(self, attributes: Mapping[str, Any], events: Iterable[Any] = ()) -> Any:
         """The call's result as recorded, wrappers removed; None when not recorded."""
-        get = lookup(attributes)
+        return self._result_raw(lookup(attributes), events)
+
+    def _result_raw(self, get: Getter, events: Iterable[Any]) -> Any:
         for rule in self._result_rules:
             if rule.matches_attributes(get):
                 value = get(rule.result)  # type: ignore[arg-type]
@@ -351,14 +364,26 @@ class Mapper:
     def error_type(self, attributes: Mapping[str, Any], status_code: int, events: Iterable[Any] = ()) -> Optional[str]:
         """Why the operation failed, or None if it did not: ``error.type``, else the type of a
         recorded ``exception`` event, else ``_OTHER`` for a span whose status is ERROR."""
-        get = lookup(attributes)
+        return self._error_type(lookup(attributes), status_code, events)
+
+    def call_end(self, attributes: Mapping[str, Any], events: Sequence[Any], status_code: int,
+                 need_args: bool, need_result: bool) -> Tuple[Any, Any, Optional[str]]:
+        """``(arguments_raw, result_raw, error_type)`` of an ending tool span, read in one pass;
+        the arguments and result only when asked for (None otherwise)."""
+        get = attributes.get if type(attributes) is dict else lookup(attributes)
+        return (self._arguments_raw(get, events) if need_args else None,
+                self._result_raw(get, events) if need_result else None,
+                self._error_type(get, status_code, events))
+
+    def _error_type(self, get: Getter, status_code: int, events: Iterable[Any]) -> Optional[str]:
         declared = _text(get(ERROR_TYPE))
         if declared is not None:
             return declared
-        for event_attributes in _events_named(events, EV_EXCEPTION):
-            found = _text(event_attributes.get("exception.type"))
-            if found is not None:
-                return found
+        if events:
+            for event_attributes in _events_named(events, EV_EXCEPTION):
+                found = _text(event_attributes.get("exception.type"))
+                if found is not None:
+                    return found
         if status_code == STATUS_ERROR:
             return ERROR_OTHER
         # Strands reports a tool that returned an error result by status, not by exception.
