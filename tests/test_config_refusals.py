@@ -163,6 +163,10 @@ REFUSALS: List[Refusal] = [
         expected: {must_contains: [Tokyo]}
         """), frozenset({"E_CFG_EXPECTED"}), "tests[0].expected",
         ("must_contains", "did you mean `must_contain`?", "legacy")),
+    Refusal("expected type name used as a key", _test("""
+        expected: {tool_blocklist: {blocked: [delete_database]}}
+        """), frozenset({"E_CFG_EXPECTED"}), "tests[0].expected",
+        ("`type: tool_blocklist` with its fields beside it",)),
     Refusal("unknown severity spelling", _test("""
         severity: high
         assertions: [{type: trace_max_steps, max: 3}]

@@ -71,8 +71,10 @@ def attributes(kvs: List[Dict[str, Any]]) -> Dict[str, Any]:
     return {kv["key"]: next(iter(kv["value"].values())) for kv in kvs}
 
 
-def test_instrumented_agent_reports_the_violation_and_exports_the_evaluation_event(tmp_path: Path) -> None:
-    proc = run_instrumented(tmp_path)
+@pytest.mark.parametrize("background", ["", "0"], ids=["default-background", "inline"])
+def test_instrumented_agent_reports_the_violation_and_exports_the_evaluation_event(tmp_path: Path,
+                                                                                  background: str) -> None:
+    proc = run_instrumented(tmp_path, **({"SPANASSERT_BACKGROUND": background} if background else {}))
     assert proc.returncode == 0, proc.stderr
     assert "agent finished" in proc.stdout
     # The log line, from the `spanassert` logger (Python logging's last-resort handler: stderr).

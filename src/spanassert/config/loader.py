@@ -611,8 +611,16 @@ class _Loader:
                 inner = [inner]
             return self.build(test_id, {"type": LEGACY_EXPECTED[key], key: inner}, path, 0, ORIGIN_EXPECTED,
                               EXPECTED_TYPES, "expected check")
-        guesses = [g for g in (did_you_mean(str(k), list(LEGACY_EXPECTED) + sorted(EXPECTED_TYPES)) for k in keys) if g]
-        hint = (f"did you mean `{guesses[0]}`? " if guesses else "") + f"Use {accepted}"
+        tagged = [str(k) for k in keys if k in EXPECTED_TYPES]
+        if tagged:
+            # A type's name used as a key (`tool_blocklist: {blocked: [...]}`): only the legacy keys
+            # take that form.
+            hint = (f"write it tagged: `type: {tagged[0]}` with its fields beside it, not `{tagged[0]}:` as "
+                    f"a key. Use {accepted}")
+        else:
+            guesses = [g for g in (did_you_mean(str(k), list(LEGACY_EXPECTED) + sorted(EXPECTED_TYPES))
+                                   for k in keys) if g]
+            hint = (f"did you mean `{guesses[0]}`? " if guesses else "") + f"Use {accepted}"
         found = ", ".join(f"`{k}`" for k in keys) or "none"
         self.report.error(codes.E_CFG_EXPECTED, f"test `{test_id}`: unrecognised `expected:` block, found key(s) "
                           f"{found}", path, hint=hint)
