@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from operator import attrgetter, le
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from .engine import Engine, SpanOutcome
 from .model import SpanRecord
@@ -37,47 +38,76 @@ def _depths(records: List[SpanRecord]) -> Dict[str, int]:
     return depth
 
 
+_UNKNOWN = float("-inf")  # a lower bound below any clock: check
+_start_of = attrgetter("start_ns")
+_end_of = attrgetter("end_ns")
+
+
 def _service(r: SpanRecord) -> Optional[str]:
     v = r.resource.get("service.name") if r.resource else None
     return v if isinstance(v, str) else None
+
+
+def _live_sequence(records: List[SpanRecord]) -> Tuple[List[int], List[bool]]:
+    """The live order of ``records`` as event indices (``i < n``: span ``i`` starts; ``i >= n``:
+    span ``i - n`` ends), and per span whether it is a local root."""
+    n = len(records)
+    get = {r.span_id: r for r in records}.get
+    roots: List[bool] = []
+    append = roots.append
+    for r in records:
+        parent = get(r.parent_span_id) if r.parent_span_id else None
+        # A span is a local root when its parent is not in this process: absent, or another service.
+        # Spans decoded from one resource block share its dict, so most pairs need no lookup.
+        append(parent is None or (parent.resource is not r.resource and _service(parent) != _service(r)))
+    starts = list(map(_start_of, records))
+    ends = list(map(_end_of, records))
+    if len(set(starts)) == n and len(set(ends)) == n and all(map(le, starts, ends)):
+        # No two spans start, nor two end, at the same instant (the usual case with nanosecond
+        # clocks): time and phase alone decide, and 2 * time + phase is a unique sort key.
+        keys: List[Any] = [2 * t for t in starts]
+        keys += [2 * t + 1 for t in ends]
+    else:
+        depth = _depths(records)
+        keys = [(t, 0, depth.get(r.span_id, 0), r.span_id) for r, t in zip(records, starts)]
+        keys += [(e if e >= s else s, 1, -depth.get(r.span_id, 0), r.span_id)
+                 for r, s, e in zip(records, starts, ends)]
+    # A stable sort: spans repeated in the input (same id) keep their input order.
+    return sorted(range(2 * n), key=keys.__getitem__), roots
 
 
 def live_order(records: List[SpanRecord]) -> List[Tuple[int, SpanRecord, bool]]:
     """The (phase, span, is_local_root) sequence the live processor would have seen: phase 0 is a
     start, 1 an end. Starts before ends at the same instant; parents start before children and end
     after them; remaining ties by span id."""
-    by_id = {r.span_id: r for r in records}
-    depth = _depths(records)
-    events: List[Tuple[int, int, int, str, SpanRecord]] = []
-    for r in records:
-        d = depth.get(r.span_id, 0)
-        end = r.end_ns if r.end_ns >= r.start_ns else r.start_ns
-        events.append((r.start_ns, 0, d, r.span_id, r))
-        events.append((end, 1, -d, r.span_id, r))
-    events.sort(key=lambda e: (e[0], e[1], e[2], e[3]))
-    out: List[Tuple[int, SpanRecord, bool]] = []
-    for _, phase, _, _, r in events:
-        parent = by_id.get(r.parent_span_id) if r.parent_span_id else None
-        # A span is a local root when its parent is not in this process: absent, or another service.
-        local_root = parent is None or _service(parent) != _service(r)
-        out.append((phase, r, local_root))
-    return out
+    order, roots = _live_sequence(records)
+    n = len(records)
+    return [(0, records[i], roots[i]) if i < n else (1, records[i - n], roots[i - n]) for i in order]
 
 
 def feed_trace(engine: Engine, records: List[SpanRecord],
                on_outcome: Optional[Callable[[SpanRecord, SpanOutcome], None]] = None) -> None:
     """Feed one trace's spans to ``engine`` in live order (ticking idle timeouts on span time)."""
-    for phase, r, local_root in live_order(records):
-        if phase == 0:
-            if r.start_ns >= engine.idle_deadline:
-                engine.tick(r.start_ns)
-            engine.start_span(r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes, r.start_ns, r.resource)
+    order, roots = _live_sequence(records)
+    n = len(records)
+    start_span = engine.start_span
+    end_span = engine.end_span
+    for i in order:
+        if i < n:
+            r = records[i]
+            t = r.start_ns
+            if t >= engine.idle_deadline:
+                engine.tick(t)
+            start_span(r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes, t, r.resource)
         else:
-            if r.end_ns >= engine.idle_deadline:
-                engine.tick(r.end_ns)
-            out = engine.end_span(
-                r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes, r.start_ns, r.end_ns,
-                r.status_code, r.events, is_local_root=local_root, resource=r.resource,
+            i -= n
+            r = records[i]
+            t = r.end_ns
+            if t >= engine.idle_deadline:
+                engine.tick(t)
+            out = end_span(
+                r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes, r.start_ns, t,
+                r.status_code, r.events, is_local_root=roots[i], resource=r.resource,
             )
             if out is not None and on_outcome is not None:
                 on_outcome(r, out)
@@ -111,39 +141,66 @@ class TraceBuffer:
         self.pending: "OrderedDict[str, _Pending]" = OrderedDict()
         self.clock = 0.0
         self.overflowed = 0
+        # A lower bound on when the least recently active trace was last seen (see due()); only
+        # kept while the clock never went back, since then last activity orders the traces.
+        self._front_seen_at = _UNKNOWN
+        self._monotonic = True
+
+    def _clock_went_back(self) -> None:
+        self._monotonic = False
+        self._front_seen_at = _UNKNOWN
 
     def add(self, r: SpanRecord, now: Optional[float] = None) -> List[List[SpanRecord]]:
         """Add one span; returns the traces that are now due (oldest activity first)."""
-        self.clock = now if now is not None else self.clock + 1
-        p = self.pending.get(r.trace_id)
-        if p is None:
-            p = self.pending[r.trace_id] = _Pending(self.clock)
+        if now is None:
+            clock = self.clock + 1
         else:
-            self.pending.move_to_end(r.trace_id)
-        p.last_seen_at = self.clock
+            clock = now
+            if clock < self.clock:
+                self._clock_went_back()
+        self.clock = clock
+        pending = self.pending
+        tid = r.trace_id
+        p = pending.get(tid)
+        if p is None:
+            p = pending[tid] = _Pending(clock)
+        else:
+            pending.move_to_end(tid)
+            p.last_seen_at = clock
         if len(p.records) < self.max_spans:
             p.records.append(r)
         else:
             self.overflowed += 1
         if r.parent_span_id is None:
-            p.root_seen_at = self.clock
-        ready: List[List[SpanRecord]] = []
-        while len(self.pending) > self.max_traces:
-            _, oldest = self.pending.popitem(last=False)
-            ready.append(oldest.records)
-        return ready + self.due()
+            p.root_seen_at = clock
+        if len(pending) > self.max_traces:
+            ready: List[List[SpanRecord]] = []
+            while len(pending) > self.max_traces:
+                _, oldest = pending.popitem(last=False)
+                ready.append(oldest.records)
+            return ready + self.due()
+        if clock - self._front_seen_at < self.settle:
+            return []  # what due() would find first thing, without looking
+        return self.due()
 
     def due(self, now: Optional[float] = None) -> List[List[SpanRecord]]:
         if now is not None:
+            if now < self.clock:
+                self._clock_went_back()
             self.clock = now
         out: List[List[SpanRecord]] = []
         pending = self.pending
         if not pending:
             return out
-        # Cheap common case: the least recently active trace is not due, so none is.
+        # Cheap common case: the least recently active trace is not due, so none is. Nor is any
+        # before that one has been quiet for ``settle``: whichever trace is first later was seen
+        # no earlier (activity moves traces to the back), so add() can skip this until then.
         first = next(iter(pending.values()))
         if self.clock - first.last_seen_at < self.settle:
+            if self._monotonic:
+                self._front_seen_at = first.last_seen_at
             return out
+        self._front_seen_at = _UNKNOWN
         for tid in list(pending):
             p = pending[tid]
             quiet = self.clock - p.last_seen_at
