@@ -149,7 +149,7 @@ def test_omitted_defaults_and_explicit_defaults_decode_alike():
     )
     nulls = decode(one_span(parentSpanId=None, attributes=None, events=None, status=None))
     for r in (written, nulls):
-        assert (r.parent_span_id, r.start_ns, r.attributes, r.events, r.status_code) == (None, 0, {}, [], 0)
+        assert (r.parent_span_id, r.start_ns, r.attributes, list(r.events), r.status_code) == (None, 0, {}, [], 0)
     assert omitted.parent_span_id is None and omitted.kind == 1
 
 

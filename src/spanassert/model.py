@@ -450,6 +450,12 @@ class SpanEvent:
         return f"SpanEvent({self.name!r})"
 
 
+# The events of a span that has none, shared by every such decoded span (read-only: nothing appends
+# to a record's events). Replay holds many records at once; an empty list each is one more object
+# per span for the garbage collector to scan.
+NO_EVENTS: List[SpanEvent] = ()  # type: ignore[assignment]
+
+
 class SpanRecord:
     """A finished span decoded from OTLP (a file line, a protobuf message, a receiver request).
 

@@ -12,7 +12,7 @@ import base64
 import binascii
 from typing import Any, Dict, List, Optional
 
-from spanassert.model import SpanEvent, SpanRecord
+from spanassert.model import NO_EVENTS, SpanEvent, SpanRecord
 from spanassert.otlp.issues import SpanDecodeError
 
 _ZERO_TRACE = "0" * 32
@@ -287,7 +287,7 @@ def _fast_span(s: Dict[str, Any], trace_id: str, resource: Dict[str, Any], scope
                 SpanEvent(ename, int(e.get("timeUnixNano", 0)), _fast_attributes(eattrs) if eattrs else {})
             )
     else:
-        events = []
+        events = NO_EVENTS
     # Slot stores instead of SpanRecord(...): keyword-argument calls cost 4x more on this hot path.
     # tests/test_otlp_json.py checks that every slot gets set.
     rec = _new_record(SpanRecord)
@@ -337,7 +337,7 @@ def _careful_span(s: Any, path: str, resource: Dict[str, Any], scope: str, sourc
         attributes=decode_attributes(_field(s, "attributes"), f"{path}.attributes"),
         status_code=_enum(_field(status, "code"), _STATUS_CODES, "status.code", path),
         status_message=_string(_field(status, "message"), "status.message", path),
-        events=events,
+        events=events or NO_EVENTS,
         resource=resource,
         scope=scope,
         source=source,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from spanassert.model import SpanEvent, SpanRecord
+from spanassert.model import NO_EVENTS, SpanEvent, SpanRecord
 from spanassert.otlp.issues import SpanDecodeError
 
 _ZERO_TRACE = bytes(16)
@@ -96,7 +96,7 @@ def records_from_proto(msg: Any, source: str, *, errors: Optional[List[SpanDecod
                         events = (
                             [SpanEvent(e.name, e.time_unix_nano, decode_attributes_proto(e.attributes)) for e in events]
                             if events
-                            else []
+                            else NO_EVENTS
                         )
                         # Slot stores: see json_decode._fast_span.
                         rec = _new_record(SpanRecord)
