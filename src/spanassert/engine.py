@@ -551,6 +551,8 @@ class Engine:
                   status_code: int, events: Sequence[Any]) -> None:
         plan = ep.plan
         tp = plan.tool_plan(call.name)
+        if not tp.targets:
+            return  # no rule reads this tool's calls: their content is never looked at
         unreadable = self._finish_call(tp, call, attributes, end_ns, status_code, events)
         if unreadable is not None:
             self._unreadable(ep, unreadable, call.name)
