@@ -2,10 +2,16 @@
 
 ``schema_is_vacuous`` answers Assay's question "does this schema constrain anything?": a schema that
 accepts every instance makes a check that cannot fail, which is refused at load.
+
+``validation_messages`` runs on every checked call. It first asks a predicate compiled from the
+schema (``schema_fast``) and only when that says "invalid" (or the schema is beyond it) runs
+jsonschema, whose errors make the messages.
 """
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from .schema_fast import compile_fast
 
 # Keywords that describe but never reject.
 _ANNOTATIONS = frozenset(
@@ -83,9 +89,45 @@ def schema_is_vacuous(schema: Any) -> bool:
     return True
 
 
+# Fast predicates (see schema_fast), keyed by the id of the validator they were compiled from; the
+# validator is kept in the entry so the id cannot be reused while the entry lives. Validators are
+# shared per schema by BuildContext.compile_schema, so each schema is compiled once.
+_FAST: Dict[int, Tuple[Any, Optional[Callable[[Any], bool]]]] = {}
+_FAST_CACHE_SIZE = 4096
+
+
+def fast_predicate(validator: Any) -> Optional[Callable[[Any], bool]]:
+    """The compiled yes/no check for ``validator``'s schema, or None when only jsonschema can judge."""
+    entry = _FAST.get(id(validator))
+    if entry is not None and entry[0] is validator:
+        return entry[1]
+    predicate = compile_fast(validator)
+    if len(_FAST) >= _FAST_CACHE_SIZE:
+        try:
+            _FAST.pop(next(iter(_FAST)), None)
+        except (StopIteration, RuntimeError):
+            pass  # another thread changed the cache meanwhile; it stays roughly bounded
+    _FAST[id(validator)] = (validator, predicate)
+    return predicate
+
+
 def validation_messages(validator: Any, instance: Any, limit: int = 5) -> List[str]:
     """Human messages for the errors of ``instance`` (at most ``limit``), each naming the path and
     the bound but not the value (values are evidence, shown only when a rule opts in)."""
+    entry = _FAST.get(id(validator))
+    predicate = entry[1] if entry is not None and entry[0] is validator else fast_predicate(validator)
+    if predicate is not None:
+        try:
+            if predicate(instance):
+                return []  # the common case on the hot path: valid, no error objects built
+        except Exception:  # noqa: BLE001 - an odd instance (e.g. a complex number): let jsonschema judge
+            pass
+    # Invalid (or not compilable): jsonschema finds and words the errors, exactly as before.
+    return jsonschema_messages(validator, instance, limit)
+
+
+def jsonschema_messages(validator: Any, instance: Any, limit: int = 5) -> List[str]:
+    """``validation_messages`` without the fast path: always asks jsonschema."""
     out: List[str] = []
     for err in sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path)):
         where = "/".join(str(p) for p in err.absolute_path) or "(root)"
