@@ -33,6 +33,8 @@ from .results import EpisodeResult, Violation
 PathOrConfig = Union[Config, str, "os.PathLike[str]"]
 
 _EMPTY: Mapping[str, Any] = {}
+# Background mode: how long the worker lets spans gather after the agent's thread wakes it.
+_GATHER_S = 0.005
 _UNSET = StatusCode.UNSET
 _ERROR = StatusCode.ERROR
 
@@ -146,6 +148,7 @@ class AssertionSpanProcessor(SpanProcessor):
         self._pending: Set[int] = set()
         self._wake = threading.Event()
         self._idle = False
+        self._draining = 0
         self._busy = False
         self._worker: Optional[threading.Thread] = None
         if self._background:
@@ -385,12 +388,13 @@ class AssertionSpanProcessor(SpanProcessor):
     # -- background evaluation -------------------------------------------------------------------------
     def _enqueue(self, is_start: bool, span: Any) -> None:
         # deque.append is atomic: the agent's thread takes no lock here, and wakes the worker only
-        # when it sleeps.
+        # when it sleeps (once per batch: the worker gathers one before it runs, see _GATHER_S).
         q = self._queue
         while len(q) >= self._max_queue and self._worker is not None and self._worker.is_alive():
             time.sleep(0.001)  # full: wait for room rather than drop a span
         q.append((is_start, span))
         if self._idle:
+            self._idle = False
             self._wake.set()
 
     def _start_worker(self) -> None:
@@ -425,8 +429,15 @@ class AssertionSpanProcessor(SpanProcessor):
                 wake.wait(0.5)
                 wake.clear()
                 me = ref()
-                if me is not None:
-                    me._idle = False
+                if me is None:
+                    return
+                me._idle = False
+                if q and not me._draining and not stop.is_set():
+                    # Woken by the agent's first span after a quiet spell: let a batch gather, then
+                    # run it in one go. Waking per span would cost the agent's thread a wake-up
+                    # (and both threads their caches) for every span.
+                    del me
+                    time.sleep(_GATHER_S)
 
         self._worker = threading.Thread(target=loop, name="spanassert-evaluate", daemon=True)
         self._worker.start()
@@ -452,12 +463,16 @@ class AssertionSpanProcessor(SpanProcessor):
         if not self._background:
             return True
         deadline = time.monotonic() + timeout_s
-        self._wake.set()
-        while self._queue or self._busy:
-            if time.monotonic() >= deadline or self._worker is None or not self._worker.is_alive():
-                return not self._queue and not self._busy
-            time.sleep(0.001)
-        return True
+        self._draining += 1
+        try:
+            self._wake.set()
+            while self._queue or self._busy:
+                if time.monotonic() >= deadline or self._worker is None or not self._worker.is_alive():
+                    return not self._queue and not self._busy
+                time.sleep(0.001)
+            return True
+        finally:
+            self._draining -= 1
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Decide every open episode now (liveness rules become inconclusive), then flush the wrapped
@@ -553,6 +568,7 @@ class AssertionSpanProcessor(SpanProcessor):
         self._pending = set()
         self._wake = threading.Event()
         self._idle = False
+        self._draining = 0
         self._busy = False
         if not self._shutdown:
             self._start_ticker()
