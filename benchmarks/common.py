@@ -23,6 +23,13 @@ def alternate(a: Callable[[], float], b: Callable[[], float], rounds: int = ROUN
     return xs, ys
 
 
+def paired_ratio(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """The median of the per-round ratios x/y. Each round runs A and B back to back, so a round's
+    ratio is measured under one machine state; on a shared machine whose speed drifts by tens of
+    percent between rounds, this is steadier than the ratio of the two medians."""
+    return statistics.median(x / y for x, y in zip(xs, ys))
+
+
 def med(xs: Sequence[float]) -> float:
     return statistics.median(xs)
 

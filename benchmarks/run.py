@@ -28,7 +28,7 @@ def main() -> int:
     rows = []
     t0 = time.time()
     for name, fn in [
-        ("live", lambda: live.run(5_000 if quick else 20_000)),
+        ("live", lambda: live.run(5_000 if quick else 12_000)),
         ("replay", lambda: replay_bench.run(300 if quick else 2_000)),
         ("memory", lambda: memory_bench.run(10_000 if quick else 100_000)),
         ("config", lambda: config_bench.run(1_000)),

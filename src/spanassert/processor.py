@@ -27,6 +27,7 @@ from .config.model import Config
 from .emit import EVENT_NAME, Telemetry, violation_event_attributes
 from .engine import Engine, SpanOutcome
 from .mapping import ROLE_OTHER, ROLE_TOOL
+from .mapping.mapper import surely_other
 from .model import CloseReason
 from .results import EpisodeResult, Violation
 
@@ -37,6 +38,10 @@ _EMPTY: Mapping[str, Any] = {}
 _GATHER_S = 0.005
 _UNSET = StatusCode.UNSET
 _ERROR = StatusCode.ERROR
+
+
+def _never(name: str, attributes: Mapping[str, Any]) -> bool:
+    return False
 
 
 def _attrs(span: Any) -> Mapping[str, Any]:
@@ -127,6 +132,7 @@ class AssertionSpanProcessor(SpanProcessor):
         self._sink = _LiveSink(self._tracked, **self._telemetry_args)
         self.engine = Engine(config, self._sink)
         self._role = self.engine.mapper.role
+        self._surely_other = _never if self.engine.mapper.has_rules else surely_other
         self._alert_tools = self.engine.start_alert_tools
         self._lock = threading.RLock()
         # Without a wrapped exporter, violations go on live spans: the open episode roots and the
@@ -165,7 +171,8 @@ class AssertionSpanProcessor(SpanProcessor):
             attrs = span._attributes
             if attrs is None:
                 attrs = _EMPTY
-            role = self._role(span._name, attrs)
+            name = span._name
+            role = ROLE_OTHER if self._surely_other(name, attrs) else self._role(name, attrs)
             tid = ctx.trace_id
             if role == ROLE_OTHER and tid not in self._tracked:
                 if self._background and tid in self._pending:
@@ -239,8 +246,11 @@ class AssertionSpanProcessor(SpanProcessor):
             # Fast path, inline: a span of a trace we do not follow that is no GenAI span.
             attrs = span._attributes
             tid = span._context.trace_id
+            if attrs is None:
+                attrs = _EMPTY
+            name = span._name
             if (tid in self._tracked or not self._export
-                    or self._role(span._name, attrs if attrs is not None else _EMPTY) != ROLE_OTHER
+                    or (not self._surely_other(name, attrs) and self._role(name, attrs) != ROLE_OTHER)
                     or (self._background and tid in self._pending)):
                 if self._background:
                     self._enqueue(False, span)
@@ -562,6 +572,7 @@ class AssertionSpanProcessor(SpanProcessor):
         self._sink = _LiveSink(self._tracked, **self._telemetry_args)
         self.engine = Engine(self.config, self._sink)
         self._role = self.engine.mapper.role
+        self._surely_other = _never if self.engine.mapper.has_rules else surely_other
         self._alert_tools = self.engine.start_alert_tools
         self._stop = threading.Event()
         self._queue = collections.deque()

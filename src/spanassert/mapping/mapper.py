@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gc
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, FrozenSet, Iterable, Mapping, Optional, Sequence, Tuple
 
 from ..config.model import MappingRule
 from . import _content as content
@@ -121,6 +121,21 @@ def lookup(attributes: Mapping[str, Any]) -> Getter:
     return attributes.get
 
 
+def surely_other(name: str, attributes: Mapping[str, Any], _dict: type = dict,
+                 _markers: Tuple[str, ...] = _MARKER_KEYS, _initials: FrozenSet[str] = _NAME_INITIALS,
+                 _suffixes: Tuple[str, ...] = _NAME_SUFFIXES) -> bool:
+    """True for a span that is surely no GenAI span, by the built-in conventions: no marker
+    attribute, no marker name. One C-level scan of the keys and cheap name guards; False also when
+    it cannot tell cheaply (``Mapper.role`` then decides). The hot path of every span an agent makes
+    that is not about its model or tools; with user mapping rules it does not apply."""
+    if type(attributes) is not _dict:
+        attributes = getattr(attributes, "_dict", None)  # the SDK's BoundedAttributes
+        if type(attributes) is not _dict:
+            return False
+    return (attributes.keys().isdisjoint(_markers) and name[:1] not in _initials
+            and not ("." in name and name.endswith(_suffixes)))
+
+
 def _text(value: Any) -> Optional[str]:
     if value is None:
         return None
@@ -195,14 +210,13 @@ class Mapper:
         self._call_id_rules = tuple(r for r in self._rules if r.call_id)
 
     # -- recognition --------------------------------------------------------------------------
+    @property
+    def has_rules(self) -> bool:
+        return bool(self._rules)
+
     def role(self, name: str, attributes: Mapping[str, Any]) -> int:
-        if not self._rules:
-            # The common case on an agent's hot path: a span that is no GenAI span at all. One
-            # C-level scan for every marker key, then the cheap name guards.
-            backing = attributes if type(attributes) is dict else getattr(attributes, "_dict", None)
-            if (type(backing) is dict and backing.keys().isdisjoint(_MARKER_KEYS)
-                    and name[:1] not in _NAME_INITIALS and not ("." in name and name.endswith(_NAME_SUFFIXES))):
-                return ROLE_OTHER
+        if not self._rules and surely_other(name, attributes):
+            return ROLE_OTHER  # the common case on an agent's hot path
         get = attributes.get if type(attributes) is dict else lookup(attributes)
         if self._rules:
             for rule in self._rules:
