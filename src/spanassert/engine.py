@@ -534,14 +534,7 @@ class Engine:
         plan = ep.plan
         starts = plan.tool_plan(tool).start
         if starts:
-            states = ep.states
-            for i, on_start in starts:
-                st = states[i]
-                if st is _NO_STATE:
-                    st = states[i] = plan.slots[i].assertion.new_state()
-                f = on_start(st, call)
-                if f is not None:
-                    self._fail(ep, plan.slots[i], f, span_id)
+            self._run_handlers(ep, starts, call)
         view.step_count += 1
         if plan.step_slots:
             self._step_rules(ep, span_id)
@@ -556,16 +549,20 @@ class Engine:
         unreadable = self._finish_call(tp, call, attributes, end_ns, status_code, events)
         if unreadable is not None:
             self._unreadable(ep, unreadable, call.name)
-        ends = tp.end
-        if ends:
-            states = ep.states
-            for i, on_end in ends:
-                st = states[i]
-                if st is _NO_STATE:
-                    st = states[i] = plan.slots[i].assertion.new_state()
-                f = on_end(st, call)
-                if f is not None:
-                    self._fail(ep, plan.slots[i], f, call.span_id)
+        if tp.end:
+            self._run_handlers(ep, tp.end, call)
+
+    def _run_handlers(self, ep: Episode, handlers: Tuple[Tuple[int, Any], ...], call: ToolCall) -> None:
+        """Give ``call`` to each (slot index, bound on_call_start / on_call_end) of ``handlers``."""
+        plan = ep.plan
+        states = ep.states
+        for i, handler in handlers:
+            st = states[i]
+            if st is _NO_STATE:
+                st = states[i] = plan.slots[i].assertion.new_state()
+            f = handler(st, call)
+            if f is not None:
+                self._fail(ep, plan.slots[i], f, call.span_id)
 
     def _finish_call(self, tp: _ToolPlan, call: ToolCall, attributes: Mapping[str, Any],
                      end_ns: int, status_code: int, events: Sequence[Any]) -> Optional[str]:

@@ -177,6 +177,20 @@ def _count(value: Any) -> Any:
     return value
 
 
+def _length_checks(schema: Dict[str, Any], has: Callable[[str], bool], lo_key: str,
+                   hi_key: str) -> List[Predicate]:
+    """``len(x)`` within ``schema[lo_key]`` … ``schema[hi_key]`` (string code points, array items,
+    object properties: the caller applies them to its type only)."""
+    out: List[Predicate] = []
+    if has(lo_key):
+        lo = _count(schema[lo_key])
+        out.append(lambda x, lo=lo: not len(x) < lo)
+    if has(hi_key):
+        hi = _count(schema[hi_key])
+        out.append(lambda x, hi=hi: not len(x) > hi)
+    return out
+
+
 def _schema_list(value: Any, known: Any, depth: int) -> List[Predicate]:
     if not isinstance(value, list) or not value:
         raise _Unsupported("expected a non-empty list of schemas")
@@ -262,13 +276,7 @@ def _compile(schema: Any, known: Any, depth: int) -> Predicate:
         checks.append(_only_for(_is_number, _numeric_check(bounds)))
 
     # Strings.
-    str_checks: List[Predicate] = []
-    if has("minLength"):
-        lo = _count(schema["minLength"])
-        str_checks.append(lambda x, lo=lo: not len(x) < lo)
-    if has("maxLength"):
-        hi = _count(schema["maxLength"])
-        str_checks.append(lambda x, hi=hi: not len(x) > hi)
+    str_checks = _length_checks(schema, has, "minLength", "maxLength")
     if has("pattern"):
         source = schema["pattern"]
         if not isinstance(source, str):
@@ -282,13 +290,7 @@ def _compile(schema: Any, known: Any, depth: int) -> Predicate:
         checks.append(_only_for(_is_string, _all_of(str_checks)))
 
     # Arrays.
-    arr_checks: List[Predicate] = []
-    if has("minItems"):
-        lo = _count(schema["minItems"])
-        arr_checks.append(lambda x, lo=lo: not len(x) < lo)
-    if has("maxItems"):
-        hi = _count(schema["maxItems"])
-        arr_checks.append(lambda x, hi=hi: not len(x) > hi)
+    arr_checks = _length_checks(schema, has, "minItems", "maxItems")
     if has("items"):
         items = schema["items"]
         if not isinstance(items, (dict, bool)):
@@ -322,12 +324,7 @@ def _compile(schema: Any, known: Any, depth: int) -> Predicate:
                 return True
 
             obj_checks.append(has_required)
-    if has("minProperties"):
-        lo = _count(schema["minProperties"])
-        obj_checks.append(lambda x, lo=lo: not len(x) < lo)
-    if has("maxProperties"):
-        hi = _count(schema["maxProperties"])
-        obj_checks.append(lambda x, hi=hi: not len(x) > hi)
+    obj_checks += _length_checks(schema, has, "minProperties", "maxProperties")
     declared = schema.get("properties", {}) if "properties" in known else {}
     if not isinstance(declared, dict):
         raise _Unsupported("properties")
