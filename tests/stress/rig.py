@@ -108,6 +108,10 @@ class LiveRig:
         self.reader = InMemoryMetricReader()
         self.meter_provider = MeterProvider(metric_readers=[self.reader])
         kwargs.setdefault("tick_interval", 0)
+        # Evaluation on the caller's thread unless a test asks for the background worker (the
+        # default with an export, checked equal to this in tests/test_processor_background.py):
+        # these tests read results right after their spans end.
+        kwargs.setdefault("background", False)
         self.processor = AssertionSpanProcessor(config, export=export, meter_provider=self.meter_provider,
                                                 **kwargs)
         self.provider = TracerProvider(resource=Resource.create({"service.name": "stress-agent"}),
