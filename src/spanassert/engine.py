@@ -126,8 +126,7 @@ class _Plan:
     """The trace assertions of the tests that apply to an episode, with per-tool dispatch tables so
     that a call touches only the rules that can apply to it."""
 
-    __slots__ = ("slots", "by_tool", "any_tool", "step_slots", "needs_args", "needs_result", "excluded",
-                 "_tool_plans", "_other_tools")
+    __slots__ = ("slots", "by_tool", "any_tool", "step_slots", "excluded", "_tool_plans", "_other_tools")
 
     def __init__(self, slots: List[_Slot], excluded: List[TestCase]) -> None:
         self.slots = slots
@@ -149,13 +148,8 @@ class _Plan:
             t: tuple(sorted(set(v) | set(any_tool))) for t, v in by_tool.items()
         }
         self.step_slots: Tuple[int, ...] = tuple(steps)
-        self.needs_args = any(NEED_ARGUMENTS in s.assertion.needs for s in slots)
-        self.needs_result = any(NEED_RESULT in s.assertion.needs for s in slots)
         self._tool_plans: Dict[str, _ToolPlan] = {t: _ToolPlan(slots, v) for t, v in self.by_tool.items()}
         self._other_tools = _ToolPlan(slots, self.any_tool)
-
-    def for_tool(self, name: str) -> Tuple[int, ...]:
-        return self.by_tool.get(name, self.any_tool)
 
     def tool_plan(self, name: str) -> _ToolPlan:
         return self._tool_plans.get(name, self._other_tools)
@@ -826,7 +820,7 @@ class Engine:
                         index=ep.view.call_count, call_id=self.mapper.call_id(attributes))
         ep.view.call_count += 1
         out: List[Violation] = []
-        safety = [i for i in plan.for_tool(tool) if not plan.slots[i].assertion.decides_on_close]
+        safety = [i for i in plan.tool_plan(tool).targets if not plan.slots[i].assertion.decides_on_close]
         for i in safety:
             slot = plan.slots[i]
             f = slot.assertion.on_call_start(ep.state(slot), call)

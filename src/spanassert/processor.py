@@ -133,6 +133,7 @@ class AssertionSpanProcessor(SpanProcessor):
         self.engine = Engine(config, self._sink)
         self._role = self.engine.mapper.role
         self._surely_other = _never if self.engine.mapper.has_rules else surely_other
+        self._marked_role = self.engine.mapper.marked_role
         self._alert_tools = self.engine.start_alert_tools
         self._lock = threading.RLock()
         # Without a wrapped exporter, violations go on live spans: the open episode roots and the
@@ -172,7 +173,7 @@ class AssertionSpanProcessor(SpanProcessor):
             if attrs is None:
                 attrs = _EMPTY
             name = span._name
-            role = ROLE_OTHER if self._surely_other(name, attrs) else self._role(name, attrs)
+            role = ROLE_OTHER if self._surely_other(name, attrs) else self._marked_role(name, attrs)
             tid = ctx.trace_id
             if role == ROLE_OTHER and tid not in self._tracked:
                 if self._background and tid in self._pending:
@@ -250,7 +251,7 @@ class AssertionSpanProcessor(SpanProcessor):
                 attrs = _EMPTY
             name = span._name
             if (tid in self._tracked or not self._export
-                    or (not self._surely_other(name, attrs) and self._role(name, attrs) != ROLE_OTHER)
+                    or (not self._surely_other(name, attrs) and self._marked_role(name, attrs) != ROLE_OTHER)
                     or (self._background and tid in self._pending)):
                 if self._background:
                     self._enqueue(False, span)
@@ -573,6 +574,7 @@ class AssertionSpanProcessor(SpanProcessor):
         self.engine = Engine(self.config, self._sink)
         self._role = self.engine.mapper.role
         self._surely_other = _never if self.engine.mapper.has_rules else surely_other
+        self._marked_role = self.engine.mapper.marked_role
         self._alert_tools = self.engine.start_alert_tools
         self._stop = threading.Event()
         self._queue = collections.deque()

@@ -217,6 +217,10 @@ class Mapper:
     def role(self, name: str, attributes: Mapping[str, Any]) -> int:
         if not self._rules and surely_other(name, attributes):
             return ROLE_OTHER  # the common case on an agent's hot path
+        return self.marked_role(name, attributes)
+
+    def marked_role(self, name: str, attributes: Mapping[str, Any]) -> int:
+        """``role`` without the ``surely_other`` shortcut, for a caller that has just asked it."""
         get = attributes.get if type(attributes) is dict else lookup(attributes)
         if self._rules:
             for rule in self._rules:
