@@ -14,6 +14,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 SPANASSERT = [sys.executable, "-c", "import sys; from spanassert.cli import main; sys.exit(main())"]
+# With a test hook in the environment, serve starts through the harness that installs it.
+HARNESS = [sys.executable, str(Path(__file__).resolve().parent / "serve_harness.py")]
+HOOKS = ("SPANASSERT_TEST_PAUSE_FILE", "SPANASSERT_TEST_FAULT_TYPE")
 
 RULES = """\
 version: 1
@@ -58,8 +61,9 @@ class Serve:
         full_env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
         full_env.update(env or {})
         self._stderr = open(self.stderr_path, "wb")
+        command = HARNESS if any(k in (env or {}) for k in HOOKS) else SPANASSERT
         self.proc = subprocess.Popen(
-            SPANASSERT + ["serve", "--config", str(self.rules), "--grpc-endpoint", "127.0.0.1:0",
+            command + ["serve", "--config", str(self.rules), "--grpc-endpoint", "127.0.0.1:0",
                           "--http-endpoint", "127.0.0.1:0", "--report-json", str(self.report_path), *extra],
             stdout=subprocess.PIPE, stderr=self._stderr, env=full_env, cwd=str(tmp),
         )
@@ -499,7 +503,7 @@ def test_full_intake_queue_answers_503_and_resource_exhausted_with_retry_info(se
 
     pause = tmp_path / "pause"
     pause.write_text("")
-    s = serve_factory("--queue-size", "3", "--settle", "0.1", env={"SPANASSERT_SERVE_TEST_PAUSE_FILE": str(pause)})
+    s = serve_factory("--queue-size", "3", "--settle", "0.1", env={"SPANASSERT_TEST_PAUSE_FILE": str(pause)})
     url = s.url + "/v1/traces"
     first = json.dumps(json_request(json_episode(0, [("search", None)]))).encode()  # 2 spans
     second = json.dumps(json_request(json_episode(1, [("search", None)]))).encode()

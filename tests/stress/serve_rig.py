@@ -15,6 +15,9 @@ from typing import Any, Dict, List, Optional, Tuple
 from .rig import RULES
 
 SPANASSERT = [sys.executable, "-c", "import sys; from spanassert.cli import main; sys.exit(main())"]
+# With a test hook in the environment, serve starts through the harness that installs it.
+HARNESS = [sys.executable, str(Path(__file__).resolve().parent.parent / "serve_harness.py")]
+HOOKS = ("SPANASSERT_TEST_PAUSE_FILE", "SPANASSERT_TEST_FAULT_TYPE")
 TRACES = "/v1/traces"
 _EPOCH = 1_700_000_000_000_000_000
 
@@ -29,8 +32,9 @@ class Serve:
         full_env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
         full_env.update(env or {})
         self._stderr = open(self.stderr_path, "wb")
+        command = HARNESS if any(k in (env or {}) for k in HOOKS) else SPANASSERT
         self.proc = subprocess.Popen(
-            SPANASSERT + ["serve", "--config", str(tmp / "rules.yaml"), "--grpc-endpoint", "127.0.0.1:0",
+            command + ["serve", "--config", str(tmp / "rules.yaml"), "--grpc-endpoint", "127.0.0.1:0",
                           "--http-endpoint", "127.0.0.1:0", "--report-json", str(self.report_path), "--quiet",
                           *extra],
             stdout=subprocess.PIPE, stderr=self._stderr, env=full_env, cwd=str(tmp))

@@ -179,7 +179,7 @@ def test_intake_overflow_answers_503_keeps_the_queue_bounded_and_retries_get_thr
     pause = tmp_path / "pause"
     pause.write_text("")
     s = Serve(tmp_path / "serve", "--queue-size", str(queue), "--settle", "0.2",
-              env={"SPANASSERT_SERVE_TEST_PAUSE_FILE": str(pause)})
+              env={"SPANASSERT_TEST_PAUSE_FILE": str(pause)})
     lock = threading.Lock()
     answers: Dict[int, int] = {}
     retry_after_missing = [0]

@@ -1,0 +1,156 @@
+"""``spanassert serve``: the command line."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+from typing import Any, Optional
+
+from .protocol import (
+    DEFAULT_FORWARD_QUEUE_SPANS,
+    DEFAULT_GRPC_ENDPOINT,
+    DEFAULT_HTTP_ENDPOINT,
+    DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_QUEUE_SPANS,
+    DEFAULT_ROOTLESS_WAIT_CAP,
+    DEFAULT_SETTLE_SECONDS,
+    EndpointError,
+    ServeOptions,
+    parse_endpoint,
+)
+from .providers import logger_provider_from_env, meter_provider_from_env
+from .receiver import Receiver
+
+
+def add_serve_command(sub: Any) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="receive OTLP traces (gRPC and HTTP) and check them live",
+        description="Run an OTLP receiver (gRPC on 4317, HTTP on 4318) that checks every received trace "
+                    "against the rules file with the same engine as the live processor and replay. Put it "
+                    "behind an OpenTelemetry Collector's otlp exporter. Violations go to stderr (one line "
+                    "each), to metrics/logs, and (with --forward) onto the forwarded spans as "
+                    "`gen_ai.evaluation.result` events. SIGTERM/SIGINT stop it gracefully (exit 0).",
+    )
+    p.add_argument("--config", required=True, metavar="FILE", help="rules file")
+    p.add_argument("--grpc-endpoint", default=DEFAULT_GRPC_ENDPOINT, metavar="HOST:PORT",
+                   help=f"OTLP/gRPC address (default {DEFAULT_GRPC_ENDPOINT}; port 0 picks a free port; "
+                        "'off' disables)")
+    p.add_argument("--http-endpoint", default=DEFAULT_HTTP_ENDPOINT, metavar="HOST:PORT",
+                   help=f"OTLP/HTTP address (default {DEFAULT_HTTP_ENDPOINT}; port 0 picks a free port; "
+                        "'off' disables)")
+    p.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES, metavar="N",
+                   help="largest request body, also after gzip decompression (default 16 MiB)")
+    p.add_argument("--queue-size", type=int, default=DEFAULT_QUEUE_SPANS, metavar="SPANS",
+                   help="spans waiting for the engine before senders are told to retry (default 100000)")
+    p.add_argument("--settle", type=float, default=DEFAULT_SETTLE_SECONDS, metavar="SECONDS",
+                   help="quiet time after a trace's root arrived before the trace is judged (default 2)")
+    p.add_argument("--rootless-wait", type=float, default=None, metavar="SECONDS",
+                   help="quiet time before a trace whose root never arrived is judged "
+                        f"(default: the rules file's episodes.idle_timeout, at most {DEFAULT_ROOTLESS_WAIT_CAP:g})")
+    p.add_argument("--forward", metavar="URL",
+                   help="send every accepted span on to this OTLP/HTTP base URL (/v1/traces is appended), "
+                        "offending spans with a gen_ai.evaluation.result event")
+    p.add_argument("--forward-queue-size", type=int, default=DEFAULT_FORWARD_QUEUE_SPANS, metavar="SPANS",
+                   help="spans waiting to be forwarded before new ones are dropped (default 100000)")
+    p.add_argument("--report-json", metavar="FILE",
+                   help="at shutdown, write every verdict and violation (replay's report format) to FILE; "
+                        "keeps every episode result in memory, so meant for tests and bounded runs")
+    p.add_argument("--quiet", action="store_true", help="do not print violations to stderr")
+    p.set_defaults(func=run_serve)
+
+
+def _options_from_args(args: argparse.Namespace) -> ServeOptions:
+    def endpoint(v: Optional[str]) -> Optional[str]:
+        return None if v is None or v.strip().lower() in ("off", "none", "") else v
+
+    return ServeOptions(
+        grpc_endpoint=endpoint(args.grpc_endpoint), http_endpoint=endpoint(args.http_endpoint),
+        max_request_bytes=args.max_request_bytes, queue_size=args.queue_size, settle=args.settle,
+        rootless_wait=args.rootless_wait, forward=args.forward, forward_queue_size=args.forward_queue_size,
+        report_json=args.report_json, quiet=args.quiet,
+    )
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from ..config import ConfigError, load_config
+
+    err = sys.stderr
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        for d in exc.diagnostics:
+            err.write(d.format() + "\n")
+        err.write(f"spanassert serve: {args.config}: invalid rules file, not started\n")
+        return 2
+    except OSError as exc:
+        err.write(f"spanassert serve: cannot read {args.config}: {exc}\n")
+        return 2
+    options = _options_from_args(args)
+    problems = []
+    if options.grpc_endpoint is None and options.http_endpoint is None:
+        problems.append("both --grpc-endpoint and --http-endpoint are off: nothing would be received")
+    if options.max_request_bytes < 1:
+        problems.append(f"--max-request-bytes {options.max_request_bytes}: must be at least 1")
+    if options.queue_size < 1:
+        problems.append(f"--queue-size {options.queue_size}: must be at least 1")
+    if options.settle < 0:
+        problems.append(f"--settle {options.settle}: must be >= 0 seconds")
+    if options.forward and not options.forward.startswith(("http://", "https://")):
+        problems.append(f"--forward {options.forward!r}: expected an http:// or https:// URL")
+    for ep, name in ((options.grpc_endpoint, "--grpc-endpoint"), (options.http_endpoint, "--http-endpoint")):
+        if ep:
+            try:
+                parse_endpoint(ep, name)
+            except EndpointError as exc:
+                problems.append(str(exc))
+    if problems:
+        for p in problems:
+            err.write(f"spanassert serve: {p}\n")
+        return 2
+
+    # Violations are printed by the sink; keep the stdlib's last-resort handler from repeating them.
+    logging.getLogger("spanassert").addHandler(logging.NullHandler())
+    meter_provider = meter_provider_from_env()
+    logger_provider = logger_provider_from_env()
+    receiver = Receiver(config, options, meter_provider=meter_provider, logger_provider=logger_provider)
+    try:
+        receiver.start()
+    except EndpointError as exc:
+        err.write(f"spanassert serve: {exc}\n")
+        return 2
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+    receiver.stop()
+    for provider in (meter_provider, logger_provider):
+        if provider is not None:
+            try:
+                provider.shutdown()
+            except Exception:  # noqa: BLE001 - an unreachable endpoint must not fail the stop
+                pass
+    if options.report_json:
+        try:
+            with open(options.report_json, "w", encoding="utf-8") as fh:
+                json.dump(receiver.report_dict(), fh, indent=2, ensure_ascii=False)
+        except OSError as exc:
+            err.write(f"spanassert serve: cannot write --report-json {options.report_json}: {exc}\n")
+    receiver.out.write(receiver.summary() + "\n")
+    receiver.out.flush()
+    if receiver._engine_error is not None:
+        err.write(f"spanassert serve: the engine thread failed: {receiver._engine_error!r}\n")
+        return 1
+    return 0

@@ -1,0 +1,83 @@
+"""OTLP/gRPC intake: ``TraceService/Export``."""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from .protocol import CODE_RESOURCE_EXHAUSTED, EndpointError, hostport, parse_endpoint, rejection_message, status_message
+
+if TYPE_CHECKING:
+    from .receiver import Receiver
+
+
+def _make_grpc_servicer(receiver: Receiver) -> Any:
+    import grpc
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+        ExportTraceServiceResponse,
+    )
+
+    class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+        def Export(self, request: Any, context: Any) -> Any:  # noqa: N802 - generated name
+            if receiver.stopping:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "spanassert serve is shutting down")
+            records, errors, wire = receiver.decode_proto(request, "otlp-grpc")
+            if not receiver.accept(records, wire, len(errors)):
+                if receiver.stopping:
+                    context.abort(grpc.StatusCode.UNAVAILABLE, "spanassert serve is shutting down")
+                from google.rpc import error_details_pb2
+
+                status = status_message(CODE_RESOURCE_EXHAUSTED, "spanassert serve intake queue is full; retry later", 1)
+                context.set_trailing_metadata((
+                    ("grpc-status-details-bin", status.SerializeToString()),
+                    # The Python OTLP exporter reads this key for its backoff.
+                    ("google.rpc.retryinfo-bin",
+                     error_details_pb2.RetryInfo(retry_delay={"seconds": 1}).SerializeToString()),
+                ))
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "spanassert serve intake queue is full; retry later")
+            resp = ExportTraceServiceResponse()
+            if errors:
+                resp.partial_success.rejected_spans = len(errors)
+                resp.partial_success.error_message = rejection_message(errors)
+            return resp
+
+    servicer = TraceService()
+
+    def export_raw(body: bytes, context: Any) -> Any:
+        # Parsed here, not by gRPC, so that a malformed request is INVALID_ARGUMENT, not INTERNAL.
+        try:
+            request = ExportTraceServiceRequest.FromString(body)
+        except (DecodeError, RecursionError, ValueError) as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"not a protobuf ExportTraceServiceRequest: {exc}")
+        return servicer.Export(request, context)
+
+    handler = grpc.method_handlers_generic_handler(
+        "opentelemetry.proto.collector.trace.v1.TraceService",
+        {"Export": grpc.unary_unary_rpc_method_handler(
+            export_raw, request_deserializer=None, response_serializer=ExportTraceServiceResponse.SerializeToString)},
+    )
+    return handler
+
+
+def start_grpc(receiver: Receiver, endpoint: str) -> None:
+    import grpc
+
+    host, port = parse_endpoint(endpoint, "--grpc-endpoint")
+    limit = receiver.options.max_request_bytes
+    server = grpc.server(
+        ThreadPoolExecutor(max_workers=8, thread_name_prefix="spanassert-grpc"),
+        options=[("grpc.max_receive_message_length", limit), ("grpc.so_reuseport", 0)],
+    )
+    server.add_generic_rpc_handlers((_make_grpc_servicer(receiver),))
+    try:
+        bound = server.add_insecure_port(hostport(host, port))
+    except RuntimeError as exc:
+        raise EndpointError(f"--grpc-endpoint {endpoint}: cannot listen there ({exc}); pick another address") from None
+    if not bound:
+        raise EndpointError(f"--grpc-endpoint {endpoint}: cannot listen there (address in use?); pick another address")
+    server.start()
+    receiver.grpc_server = server
+    receiver.grpc_address = hostport(host, bound)
+

@@ -1,0 +1,271 @@
+"""OTLP/HTTP intake: ``POST /v1/traces`` (protobuf or JSON, optionally gzip) and ``GET /health``."""
+from __future__ import annotations
+
+import json
+import threading
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+
+from ..model import SpanRecord
+from .protocol import (
+    CODE_INVALID_ARGUMENT,
+    CODE_NOT_FOUND,
+    CODE_UNAVAILABLE,
+    CODE_UNIMPLEMENTED,
+    CT_JSON,
+    CT_PROTOBUF,
+    HEALTH_PATH,
+    TRACES_PATH,
+    EndpointError,
+    hostport,
+    parse_endpoint,
+    rejection_message,
+    status_message,
+)
+
+if TYPE_CHECKING:
+    from .receiver import Receiver
+
+
+class _BodyError(Exception):
+    def __init__(self, status: int, code: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def _media_type(header: Optional[str]) -> str:
+    return (header or "").split(";", 1)[0].strip().lower()
+
+
+def make_http_handler(receiver: Receiver) -> type:
+    limit = receiver.options.max_request_bytes
+
+    class OTLPHTTPHandler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "spanassert"
+        # A client that stalls mid-request (or keeps an idle connection) gives its thread back.
+        timeout = 30
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+            pass  # one line per request would drown the violations
+
+        def handle(self) -> None:
+            # A client that vanishes mid-request is routine, not a traceback on stderr per connection
+            # (socketserver's default), which a hostile client could use to flood the log.
+            try:
+                super().handle()
+            except ConnectionError:
+                self.close_connection = True
+
+        # -- responses --
+        def _send(self, status: int, body: bytes, content_type: str, headers: Tuple[Tuple[str, str], ...] = ()) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            for k, v in headers:
+                self.send_header(k, v)
+            if self.close_connection:
+                self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _wants_json(self) -> bool:
+            return _media_type(self.headers.get("Content-Type")) == CT_JSON
+
+        def _error(self, status: int, code: int, message: str, headers: Tuple[Tuple[str, str], ...] = (),
+                   close: bool = False) -> None:
+            if close:
+                self.close_connection = True
+            if self._wants_json():
+                body = json.dumps({"code": code, "message": message}).encode()
+                self._send(status, body, CT_JSON, headers)
+            else:
+                self._send(status, status_message(code, message).SerializeToString(), CT_PROTOBUF, headers)
+
+        def _path(self) -> str:
+            return self.path.split("?", 1)[0]
+
+        # -- methods --
+        def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+            path = self._path()
+            if path == HEALTH_PATH:
+                body = json.dumps(receiver.health()).encode()
+                self._send(200 if not receiver.stopping else 503, body, CT_JSON)
+            elif path == TRACES_PATH:
+                self._error(405, CODE_UNIMPLEMENTED, f"{TRACES_PATH} accepts POST only", (("Allow", "POST"),))
+            else:
+                self._error(404, CODE_NOT_FOUND, f"no such path {path!r}: OTLP traces go to POST {TRACES_PATH}")
+
+        def _other_method(self) -> None:
+            path = self._path()
+            if path in (TRACES_PATH, HEALTH_PATH):
+                allow = "POST" if path == TRACES_PATH else "GET"
+                self._error(405, CODE_UNIMPLEMENTED, f"{path} does not accept {self.command}; use {allow}",
+                            (("Allow", allow),), close=True)
+            else:
+                self._error(404, CODE_NOT_FOUND, f"no such path {path!r}: OTLP traces go to POST {TRACES_PATH}",
+                            close=True)
+
+        do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _other_method  # noqa: N815
+
+        def do_POST(self) -> None:  # noqa: N802
+            path = self._path()
+            if path != TRACES_PATH:
+                self._other_method()
+                return
+            ctype = _media_type(self.headers.get("Content-Type"))
+            if ctype not in (CT_PROTOBUF, CT_JSON):
+                self._error(415, CODE_INVALID_ARGUMENT,
+                            f"unsupported Content-Type {self.headers.get('Content-Type')!r}: send "
+                            f"{CT_PROTOBUF} or {CT_JSON}", close=True)
+                return
+            if receiver.stopping:
+                self._error(503, CODE_UNAVAILABLE, "spanassert serve is shutting down", (("Retry-After", "1"),),
+                            close=True)
+                return
+            try:
+                body = self._body()
+                records, errors, wire = self._decode(ctype, body)
+            except _BodyError as exc:
+                self._error(exc.status, exc.code, exc.message, close=exc.status == 413 or exc.status == 411)
+                return
+            if not receiver.accept(records, wire, len(errors)):
+                self._error(503, CODE_UNAVAILABLE,
+                            "spanassert serve intake queue is full; retry later" if not receiver.stopping
+                            else "spanassert serve is shutting down", (("Retry-After", "1"),))
+                return
+            self._success(ctype, errors)
+
+        def _success(self, ctype: str, errors: List[Any]) -> None:
+            if ctype == CT_JSON:
+                doc: Dict[str, Any] = {}
+                if errors:
+                    doc["partialSuccess"] = {"rejectedSpans": str(len(errors)),
+                                             "errorMessage": rejection_message(errors)}
+                self._send(200, json.dumps(doc).encode(), CT_JSON)
+                return
+            from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+            resp = ExportTraceServiceResponse()
+            if errors:
+                resp.partial_success.rejected_spans = len(errors)
+                resp.partial_success.error_message = rejection_message(errors)
+            self._send(200, resp.SerializeToString(), CT_PROTOBUF)
+
+        # -- body --
+        def _body(self) -> bytes:
+            if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                raw = self._read_chunked()
+            else:
+                length = self.headers.get("Content-Length")
+                if length is None:
+                    raise _BodyError(411, CODE_INVALID_ARGUMENT, "Content-Length is required")
+                try:
+                    n = int(length)
+                except ValueError:
+                    raise _BodyError(400, CODE_INVALID_ARGUMENT, f"Content-Length {length!r} is not a number") from None
+                if n < 0:
+                    raise _BodyError(400, CODE_INVALID_ARGUMENT, f"Content-Length {n} is negative")
+                if n > limit:
+                    raise _BodyError(413, CODE_INVALID_ARGUMENT,
+                                     f"request body is {n} bytes, over the limit of {limit} (--max-request-bytes)")
+                raw = self.rfile.read(n)
+                if len(raw) != n:
+                    raise _BodyError(400, CODE_INVALID_ARGUMENT,
+                                     f"request body ended after {len(raw)} of {n} bytes (Content-Length)")
+            encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
+            if encoding in ("gzip", "x-gzip"):
+                return _gunzip(raw, limit)
+            if encoding not in ("identity", ""):
+                raise _BodyError(415, CODE_INVALID_ARGUMENT,
+                                 f"unsupported Content-Encoding {encoding!r}: send gzip or no encoding")
+            return raw
+
+        def _read_chunked(self) -> bytes:
+            parts: List[bytes] = []
+            total = 0
+            while True:
+                line = self.rfile.readline(1024)
+                try:
+                    size = int(line.split(b";", 1)[0].strip() or b"x", 16)
+                except ValueError:
+                    raise _BodyError(400, CODE_INVALID_ARGUMENT, "malformed chunked encoding") from None
+                if size == 0:
+                    while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    return b"".join(parts)
+                total += size
+                if total > limit:
+                    raise _BodyError(413, CODE_INVALID_ARGUMENT,
+                                     f"request body is over the limit of {limit} bytes (--max-request-bytes)")
+                parts.append(self.rfile.read(size))
+                self.rfile.readline(8)
+
+        def _decode(self, ctype: str, body: bytes) -> Tuple[List[SpanRecord], List[Any], Optional[Dict]]:
+            from ..otlp import SpanDecodeError, records_from_json
+
+            source = "otlp-http"
+            if ctype == CT_PROTOBUF:
+                from google.protobuf.message import DecodeError
+                from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+                try:
+                    request = ExportTraceServiceRequest.FromString(body)
+                except (DecodeError, RecursionError, ValueError) as exc:
+                    raise _BodyError(400, CODE_INVALID_ARGUMENT,
+                                     f"body is not a protobuf ExportTraceServiceRequest: {exc}") from None
+                return receiver.decode_proto(request, source)
+            try:
+                obj = json.loads(body.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise _BodyError(400, CODE_INVALID_ARGUMENT, f"JSON body is not UTF-8 (byte {exc.start})") from None
+            except json.JSONDecodeError as exc:
+                raise _BodyError(400, CODE_INVALID_ARGUMENT,
+                                 f"body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+            except RecursionError:
+                raise _BodyError(400, CODE_INVALID_ARGUMENT, "JSON body is nested too deeply") from None
+            errors: List[Any] = []
+            try:
+                records = records_from_json(obj, source, errors=errors)
+            except SpanDecodeError as exc:
+                raise _BodyError(400, CODE_INVALID_ARGUMENT, f"not an OTLP JSON traces request: {exc}") from None
+            return records, errors, None
+
+    return OTLPHTTPHandler
+
+
+def _gunzip(raw: bytes, limit: int) -> bytes:
+    """Decompress with the size limit applied to the output (a gzip bomb stops at ``limit``)."""
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = d.decompress(raw, limit + 1)
+    except zlib.error as exc:
+        raise _BodyError(400, CODE_INVALID_ARGUMENT, f"Content-Encoding gzip, but the body is not gzip: {exc}") from None
+    if len(out) > limit or d.unconsumed_tail:
+        raise _BodyError(413, CODE_INVALID_ARGUMENT,
+                         f"gzip body decompresses to over {limit} bytes, the limit (--max-request-bytes)")
+    if not d.eof:
+        raise _BodyError(400, CODE_INVALID_ARGUMENT, "gzip body is truncated")
+    return out
+
+
+
+def start_http(receiver: Receiver, endpoint: str) -> None:
+    host, port = parse_endpoint(endpoint, "--http-endpoint")
+    handler = make_http_handler(receiver)
+    try:
+        server = ThreadingHTTPServer((host, port), handler)
+    except OSError as exc:
+        raise EndpointError(f"--http-endpoint {endpoint}: cannot listen there ({exc.strerror or exc}); "
+                            "pick another address") from None
+    server.daemon_threads = True
+    receiver.http_server = server
+    receiver.http_address = hostport(host, server.server_address[1])
+    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="spanassert-http",
+                         daemon=True)
+    t.start()
+    receiver._http_thread = t
+

@@ -1,0 +1,63 @@
+"""The intake queue between the request threads (HTTP, gRPC) and the engine thread."""
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any, Deque, Dict, List, Optional, Tuple
+
+from ..model import SpanRecord
+
+
+class Batch:
+    """The usable spans of one request, and (when forwarding) their protobuf form."""
+
+    __slots__ = ("records", "wire")
+
+    def __init__(self, records: List[SpanRecord], wire: Optional[Dict[Tuple[str, str], Any]]) -> None:
+        self.records = records
+        # (trace id, span id) -> (ResourceSpans, ScopeSpans, Span) of a protobuf request; None for JSON.
+        self.wire = wire
+
+
+class IntakeQueue:
+    """Requests waiting for the engine thread, bounded by their total number of spans."""
+
+    def __init__(self, max_spans: int) -> None:
+        self.max_spans = max(1, max_spans)
+        self._items: Deque[Batch] = deque()
+        self._cond = threading.Condition()
+        self.depth = 0  # spans queued
+        self.accepted = 0  # spans ever accepted
+        self.closed = False
+
+    def put(self, batch: Batch) -> bool:
+        n = len(batch.records)
+        with self._cond:
+            if self.closed or self.depth + n > self.max_spans:
+                return False
+            self._items.append(batch)
+            self.depth += n
+            self.accepted += n
+            self._cond.notify()
+            return True
+
+    def get(self, timeout: float) -> Optional[Batch]:
+        with self._cond:
+            if not self._items and not self.closed:
+                self._cond.wait(timeout)
+            if not self._items:
+                return None
+            batch = self._items.popleft()
+            self.depth -= len(batch.records)
+            return batch
+
+    def close(self) -> None:
+        """No more puts; what is queued is still handed out."""
+        with self._cond:
+            self.closed = True
+            self._cond.notify_all()
+
+    def drained(self) -> bool:
+        with self._cond:
+            return self.closed and not self._items
+

@@ -1,0 +1,284 @@
+"""The receiver: its servers, the intake queue, the engine thread and the forwarder.
+
+Spans arrive after they ended, in any order, so each trace is held in a
+:class:`~spanassert.assembly.TraceBuffer` until it looks complete (``--settle`` seconds after its
+root arrived; the rules file's idle timeout, capped, for traces whose root never comes) and then fed
+with :func:`~spanassert.assembly.feed_trace` — exactly what replay does, so the verdicts are
+replay's. Rules whose failure at a call depends on that call alone (``order_free``) are checked on
+arrival with :meth:`Engine.precheck`, so a forbidden call is reported seconds earlier; the later,
+assembled check does not report it a second time.
+
+Threads: request threads (HTTP, gRPC) decode each request once and put its spans on the bounded
+intake queue; one engine thread owns the engine, the trace buffer and the forwarding batches (the
+engine is not thread-safe); one forwarding thread posts to ``--forward``.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from bisect import bisect_left, insort
+from typing import Any, Dict, List, Optional, TextIO, Tuple
+
+from ..assembly import TraceBuffer, feed_trace
+from ..config.model import Config
+from ..engine import ROLE_TOOL, Engine, SpanOutcome
+from ..model import CloseReason, SpanRecord
+from ..otlp.proto_encode import ForwardItem, export_request
+from ..replay import Report
+from ..results import Violation
+from .forwarder import Forwarder
+from .intake import Batch, IntakeQueue
+from .protocol import DEFAULT_ROOTLESS_WAIT_CAP, ServeOptions
+from .sink import ServeSink
+
+
+class _TraceSide:
+    """What the receiver keeps per buffered trace beside the records: span ids seen (retried
+    requests repeat spans), tool-call start times (a call's position for early messages) and the
+    protobuf spans to forward."""
+
+    __slots__ = ("span_ids", "tool_starts", "wire")
+
+    def __init__(self) -> None:
+        self.span_ids: set = set()
+        self.tool_starts: List[int] = []
+        self.wire: Dict[str, Any] = {}
+
+
+
+
+class Receiver:
+    """The OTLP receiver: servers, intake queue, engine thread and forwarder (see module doc)."""
+
+    def __init__(self, config: Config, options: ServeOptions, *, meter_provider: Any = None,
+                 out: Optional[TextIO] = None, logger_provider: Any = None) -> None:
+        from opentelemetry.metrics import NoOpMeterProvider
+
+        self.config = config
+        self.options = options
+        self.out = out or sys.stdout
+        self.report = Report(config) if options.report_json else None
+        self.sink = ServeSink(meter_provider=meter_provider or NoOpMeterProvider(), report=self.report,
+                              quiet=options.quiet, logger_provider=logger_provider)
+        self.engine = Engine(config, self.sink)
+        self._precheck = self.engine.has_precheck
+        idle = options.rootless_wait
+        if idle is None:
+            idle = min(float(config.episodes.idle_timeout), DEFAULT_ROOTLESS_WAIT_CAP)
+        self.buffer = TraceBuffer(settle=max(0.0, options.settle), idle=max(0.0, idle),
+                                  max_traces=max(config.episodes.max_open, 1) * 4)
+        self._sides: Dict[str, _TraceSide] = {}
+        self.queue = IntakeQueue(options.queue_size)
+        self.forwarder = Forwarder(options.forward, max_spans=options.forward_queue_size) if options.forward else None
+        self._forward_out: List[ForwardItem] = []
+        self.stopping = False
+        self._stats_lock = threading.Lock()
+        self.requests = 0
+        self.spans_rejected = 0
+        self.spans_refused = 0  # spans of requests answered 503 / RESOURCE_EXHAUSTED
+        self.duplicates = 0
+        self.open_episodes = 0
+        self.buffered_traces = 0
+        self._engine_thread = threading.Thread(target=self._run_engine, name="spanassert-engine", daemon=True)
+        self._engine_error: Optional[BaseException] = None
+        self.http_server: Any = None
+        self._http_thread: Optional[threading.Thread] = None
+        self.grpc_server: Any = None
+        self.http_address: Optional[str] = None
+        self.grpc_address: Optional[str] = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def _start_grpc(self, endpoint: str) -> None:
+        from .grpc_server import start_grpc
+
+        start_grpc(self, endpoint)
+
+    def _start_http(self, endpoint: str) -> None:
+        from .http_server import start_http
+
+        start_http(self, endpoint)
+
+    def start(self) -> None:
+        """Bind both ports (raises :class:`EndpointError` naming the option on failure) and start."""
+        if self.options.grpc_endpoint:
+            self._start_grpc(self.options.grpc_endpoint)
+        if self.options.http_endpoint:
+            try:
+                self._start_http(self.options.http_endpoint)
+            except EndpointError:
+                if self.grpc_server is not None:
+                    self.grpc_server.stop(None)
+                raise
+        self._engine_thread.start()
+        if self.grpc_address:
+            self.out.write(f"spanassert serve: OTLP/gRPC listening on {self.grpc_address}\n")
+        if self.http_address:
+            self.out.write(f"spanassert serve: OTLP/HTTP listening on {self.http_address}\n")
+        self.out.flush()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Graceful stop: refuse new requests, drain the queue, decide every open episode, flush
+        forwarding; then close the ports."""
+        self.stopping = True
+        self.queue.close()
+        self._engine_thread.join(timeout)
+        if self.forwarder is not None:
+            self.forwarder.flush(timeout=min(timeout, 10.0))
+            self.forwarder.stop()
+        if self.http_server is not None:
+            self.http_server.shutdown()
+            self.http_server.server_close()
+        if self.grpc_server is not None:
+            self.grpc_server.stop(grace=1.0).wait(2.0)
+
+    def summary(self) -> str:
+        s = self.sink
+        text = (f"spanassert serve: stopped; {self.queue.accepted} span(s) accepted in {self.requests} request(s), "
+                f"{self.spans_rejected} rejected, {self.spans_refused} refused (queue full or stopping); "
+                f"{s.episodes_closed} episode(s) decided ({s.episodes_failed} failed, "
+                f"{s.episodes_inconclusive} inconclusive); {s.violations_reported} violation(s)")
+        if self.forwarder is not None:
+            text += f"; forwarded {self.forwarder.sent} span(s), dropped {self.forwarder.dropped}"
+        return text
+
+    def report_dict(self) -> Dict[str, Any]:
+        assert self.report is not None
+        self.report.spans_read = self.queue.accepted
+        d = self.report.to_dict()
+        d["receiver"] = {
+            "requests": self.requests,
+            "spans_accepted": self.queue.accepted,
+            "spans_rejected": self.spans_rejected,
+            "spans_refused": self.spans_refused,
+            "duplicate_spans": self.duplicates,
+            "violations_reported": self.sink.violations_reported,
+            "forwarded_spans": self.forwarder.sent if self.forwarder else 0,
+            "forward_dropped_spans": self.forwarder.dropped if self.forwarder else 0,
+        }
+        return d
+
+    def health(self) -> Dict[str, Any]:
+        return {
+            "status": "stopping" if self.stopping else "ok",
+            "open_episodes": self.open_episodes,
+            "buffered_traces": self.buffered_traces,
+            "queue_depth": self.queue.depth,
+            "queue_capacity": self.queue.max_spans,
+            "spans_received": self.queue.accepted,
+            "spans_rejected": self.spans_rejected,
+            "violations": self.sink.violations_reported,
+            "engine_alive": self._engine_thread.is_alive() or self.stopping,
+        }
+
+    # -- intake (request threads) ------------------------------------------------------------------
+    def accept(self, records: List[SpanRecord], wire: Optional[Dict[Tuple[str, str], Any]],
+               rejected: int) -> bool:
+        """Queue one request's usable spans; False when the queue is full or we are stopping."""
+        with self._stats_lock:
+            self.requests += 1
+            self.spans_rejected += rejected
+        if not records:
+            return not self.stopping
+        if self.stopping or not self.queue.put(Batch(records, wire)):
+            with self._stats_lock:
+                self.spans_refused += len(records)
+            return False
+        return True
+
+    def decode_proto(self, request: Any, source: str) -> Tuple[List[SpanRecord], List[Any], Optional[Dict]]:
+        from ..otlp import records_from_proto
+
+        errors: List[Any] = []
+        records = records_from_proto(request, source, errors=errors)
+        wire = None
+        if self.forwarder is not None and records:
+            wire = {}
+            for rs in request.resource_spans:
+                for ss in rs.scope_spans:
+                    for s in ss.spans:
+                        wire[(s.trace_id.hex(), s.span_id.hex())] = (rs, ss, s)
+        return records, errors, wire
+
+    # -- the engine thread ---------------------------------------------------------------------------
+    def _run_engine(self) -> None:
+        next_tick = 0.0
+        try:
+            while True:
+                batch = self.queue.get(timeout=0.1)
+                now = time.monotonic()
+                if batch is not None:
+                    self._take(batch, now)
+                elif self.queue.drained():
+                    break
+                if now >= next_tick:
+                    for trace in self.buffer.due(now):
+                        self._feed(trace)
+                    # Attribute-keyed episodes (and traces whose root never came) close on the
+                    # wall clock, as in the live processor.
+                    self.engine.tick(time.time_ns())
+                    next_tick = now + 0.1
+                self._after_work()
+            for trace in self.buffer.drain():
+                self._feed(trace)
+            self.engine.close_all(CloseReason.SHUTDOWN)
+            self._after_work()
+        except BaseException as exc:  # noqa: BLE001 - report, never hang the shutdown
+            self._engine_error = exc
+            self.sink.internal_error("serve_engine_thread", exc)
+            raise
+
+    def _after_work(self) -> None:
+        self.open_episodes = self.engine.open_count
+        self.buffered_traces = len(self.buffer.pending)
+        if self._forward_out:
+            self._flush_forward()
+
+    def _take(self, batch: Batch, now: float) -> None:
+        engine = self.engine
+        role_of = engine.mapper.role
+        wire = batch.wire
+        for r in batch.records:
+            side = self._sides.get(r.trace_id)
+            if side is None:
+                side = self._sides[r.trace_id] = _TraceSide()
+            elif r.span_id in side.span_ids:
+                self.duplicates += 1  # a retried request: the span is already here
+                continue
+            side.span_ids.add(r.span_id)
+            if self._precheck:
+                role = role_of(r.name, r.attributes)
+                if role == ROLE_TOOL:
+                    starts = side.tool_starts
+                    index = bisect_left(starts, r.start_ns)
+                    insort(starts, r.start_ns)
+                    for v in engine.precheck(r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes,
+                                             r.start_ns, r.end_ns, r.status_code, r.events, role=role,
+                                             index=index):
+                        self.sink.early(v)
+            if self.forwarder is not None:
+                side.wire[r.span_id] = wire.get((r.trace_id, r.span_id)) if wire is not None else None
+            for trace in self.buffer.add(r, now):
+                self._feed(trace)
+
+    def _feed(self, records: List[SpanRecord]) -> None:
+        side = self._sides.pop(records[0].trace_id, None)
+        if self.forwarder is None:
+            feed_trace(self.engine, records)
+            return
+        marks: Dict[str, List[Violation]] = {}
+
+        def on_outcome(r: SpanRecord, out: SpanOutcome) -> None:
+            if out.violations:
+                marks[r.span_id] = out.violations
+
+        feed_trace(self.engine, records, on_outcome)
+        wire = side.wire if side is not None else {}
+        for r in records:
+            self._forward_out.append((r, wire.get(r.span_id), marks.get(r.span_id)))
+
+    def _flush_forward(self) -> None:
+        """One forwarding request for everything released since the last one."""
+        assert self.forwarder is not None
+        items, self._forward_out = self._forward_out, []
+        self.forwarder.submit(export_request(items), len(items))

@@ -1,0 +1,98 @@
+"""The engine's sink in ``serve``: telemetry, one stderr line per violation, the report."""
+from __future__ import annotations
+
+import sys
+import threading
+from collections import OrderedDict
+from typing import Any, Optional, TextIO, Tuple
+
+from ..emit import Telemetry
+from ..model import Verdict
+from ..replay import Report, ReportSink
+from ..results import EpisodeResult, Violation
+
+EARLY_MEMORY = 100_000  # (test, assertion, span) keys of violations reported on arrival
+
+
+class ServeSink(Telemetry):
+    """Telemetry (metrics, logs) plus one stderr line per violation, reported once: a violation
+    found on arrival (:meth:`early`) is not reported again when the assembled trace confirms it.
+    With a report, also collects what replay's report would (verdicts, violations, coverage)."""
+
+    def __init__(self, *, meter_provider: Any, report: Optional[Report], quiet: bool,
+                 out: Optional[TextIO] = None, logger_provider: Any = None) -> None:
+        super().__init__(meter_provider=meter_provider, logger_provider=logger_provider)
+        self.report_sink = ReportSink(report, None) if report is not None else None
+        self.quiet = quiet
+        self.out = out
+        self._early: "OrderedDict[Tuple[str, int, Optional[str]], None]" = OrderedDict()
+        self._count_lock = threading.Lock()
+        self.violations_reported = 0
+        self.episodes_closed = 0
+        self.episodes_failed = 0
+        self.episodes_inconclusive = 0
+
+    @staticmethod
+    def _key(v: Violation) -> Tuple[str, int, Optional[str]]:
+        return (v.test_id, v.assertion_index, v.span_id)
+
+    def early(self, v: Violation) -> None:
+        key = self._key(v)
+        if key in self._early:
+            return
+        self._early[key] = None
+        while len(self._early) > EARLY_MEMORY:
+            self._early.popitem(last=False)
+        self._alert(v)
+
+    def violation(self, v: Violation) -> None:
+        if self.report_sink is not None:
+            self.report_sink.violation(v)
+        key = self._key(v)
+        if key in self._early:
+            del self._early[key]  # confirmed: already reported on arrival
+            return
+        self._alert(v)
+
+    def _alert(self, v: Violation) -> None:
+        with self._count_lock:
+            self.violations_reported += 1
+        if not self.quiet and not v.shadow:
+            out = self.out or sys.stderr
+            text = " ".join(v.message.split())
+            tool = f" tool={v.tool}" if v.tool else ""
+            late = " (late span)" if v.late else ""
+            try:
+                out.write(f"spanassert: violation [{v.severity}] {v.test_id} {v.assertion_type}#{v.assertion_index}"
+                          f"{tool}: {text} (trace {v.trace_id}, span {v.span_id}){late}\n")
+                out.flush()
+            except (OSError, ValueError):
+                pass
+        super().violation(v)
+
+    def episode_closed(self, result: EpisodeResult) -> None:
+        self.episodes_closed += 1
+        verdict = result.verdict
+        if verdict is Verdict.FAILED:
+            self.episodes_failed += 1
+        elif verdict is Verdict.INCONCLUSIVE:
+            self.episodes_inconclusive += 1
+        if self.report_sink is not None:
+            self.report_sink.episode_closed(result)
+        super().episode_closed(result)
+
+    def unreadable(self, reason: str, tool: Optional[str]) -> None:
+        if self.report_sink is not None:
+            self.report_sink.unreadable(reason, tool)
+        super().unreadable(reason, tool)
+
+    def late_span(self) -> None:
+        if self.report_sink is not None:
+            self.report_sink.late_span()
+        super().late_span()
+
+    def overflow(self, kind: str) -> None:
+        if self.report_sink is not None:
+            self.report_sink.overflow(kind)
+        super().overflow(kind)
+

@@ -1,0 +1,65 @@
+"""Runs ``spanassert serve`` with test-only hooks installed from outside the product.
+
+The product loop polls no test hook: tests that need one start serve through this module
+(``python tests/serve_harness.py serve ...``), which patches or registers what the environment asks
+for and then runs the ordinary CLI.
+
+- ``SPANASSERT_TEST_PAUSE_FILE=PATH``: while PATH exists, the engine thread takes nothing from the
+  intake queue (to fill it deterministically).
+- ``SPANASSERT_TEST_FAULT_TYPE=1``: registers the assertion type ``test_raises`` (field ``tool``):
+  judging a call of that tool raises ``RuntimeError`` inside the engine (an injected fault).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, Dict, Optional
+
+PAUSE_ENV = "SPANASSERT_TEST_PAUSE_FILE"
+FAULT_ENV = "SPANASSERT_TEST_FAULT_TYPE"
+
+
+def install_pause(path: str) -> None:
+    from spanassert.serve.intake import IntakeQueue
+
+    original = IntakeQueue.get
+
+    def get(self: Any, timeout: float) -> Any:
+        while os.path.exists(path):
+            time.sleep(0.02)
+        return original(self, timeout)
+
+    IntakeQueue.get = get  # type: ignore[method-assign]
+
+
+def install_fault_type() -> None:
+    from spanassert.assertions.base import Assertion, BuildContext, Field, register
+
+    @register
+    class RaisingAssertion(Assertion):
+        type_name = "test_raises"
+        doc = "Test only: raises inside the engine when a call of `tool` starts."
+        fields = {"tool": Field({"type": "string"}, required=True, doc="The tool whose calls raise.")}
+
+        def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+            super().__init__(test_id, index, values, ctx)
+            self.tool = values["tool"]
+            self.tools = frozenset((self.tool,))
+
+        def on_call_start(self, state: Any, call: Any) -> Optional[Any]:
+            raise RuntimeError(f"injected fault judging {call.name}")
+
+
+def main() -> int:
+    if os.environ.get(PAUSE_ENV):
+        install_pause(os.environ[PAUSE_ENV])
+    if os.environ.get(FAULT_ENV):
+        install_fault_type()
+    from spanassert.cli import main as cli_main
+
+    return cli_main(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
