@@ -115,7 +115,7 @@ def run(n: int = 12_000) -> List[Dict[str, str]]:
 
 def _engine_alone(config: Any, episodes: int = 400) -> Dict[str, str]:
     """For the record: the engine's own cost per span, fed directly (no SDK, no processor)."""
-    from spanassert.engine import Engine
+    from spanassert.core.engine import Engine
 
     args = json.dumps({"order_id": "ORD-1", "amount": 12.5, "reason": "late delivery"})
     agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}

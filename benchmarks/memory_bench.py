@@ -6,7 +6,7 @@ import tracemalloc
 from typing import Dict, List
 
 from spanassert import load_config
-from spanassert.engine import Engine
+from spanassert.core.engine import Engine
 
 from common import rules_yaml
 

@@ -21,7 +21,7 @@ import jsonschema
 
 from spanassert.assertions import ASSERTION_TYPES, Assertion, BuildContext
 from spanassert.assertions.base import COMMON_FIELDS
-from spanassert.model import (
+from spanassert.core.model import (
     MISSING,
     STATUS_ERROR,
     STATUS_OK,

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from spanassert.assertions import ASSERTION_TYPES, BuildContext
 from spanassert.config.model import Config, EpisodeSettings, TestCase
-from spanassert.model import Severity
+from spanassert.core.model import Severity
 
 
 def build_config(tests: List[Dict[str, Any]], episodes: Optional[EpisodeSettings] = None) -> Config:
@@ -25,7 +25,7 @@ def build_config(tests: List[Dict[str, Any]], episodes: Optional[EpisodeSettings
             spec = dict(spec)
             cls = ASSERTION_TYPES[spec.pop("type")]
             values = {k: (f.default if f.default is not None else None) for k, f in cls.fields.items()}
-            from spanassert.model import MISSING
+            from spanassert.core.model import MISSING
 
             values = {k: (None if v is MISSING else v) for k, v in values.items()}
             values.update(spec)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import random
 from typing import Dict, List, Optional, Tuple
 
-from spanassert.assembly import TraceBuffer, live_order
-from spanassert.model import SpanRecord
+from spanassert.core.assembly import TraceBuffer, live_order
+from spanassert.core.model import SpanRecord
 
 
 def _span(span_id: str, parent: Optional[str], start: int, end: int, service: str = "agent",

@@ -15,7 +15,7 @@ from assertion_driver import (
 )
 
 from spanassert.assertions.call_checks import parse_duration
-from spanassert.model import CloseReason, Verdict
+from spanassert.core.model import CloseReason, Verdict
 
 # -- parse_duration ---------------------------------------------------------------------------------
 

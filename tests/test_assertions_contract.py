@@ -10,7 +10,7 @@ from assertion_driver import Call, Episode, ModelStep, build, drive, footprint, 
 
 from spanassert.assertions import ASSERTION_TYPES
 from spanassert.assertions.base import BuildContext
-from spanassert.model import STATUS_ERROR
+from spanassert.core.model import STATUS_ERROR
 
 FAMILY = [
     "trace_must_call_tool",

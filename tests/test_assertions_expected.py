@@ -10,7 +10,7 @@ import jsonschema
 from test_assertions_rules_driver import Call, Refused, build, footprint, run
 
 from spanassert.assertions.base import ASSERTION_TYPES, EXPECTED_TYPES, BuildContext
-from spanassert.model import Verdict
+from spanassert.core.model import Verdict
 
 
 def refused(type_name: str, values: dict, ctx: BuildContext = None) -> Refused:

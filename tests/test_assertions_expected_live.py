@@ -8,7 +8,7 @@ from typing import Any, List
 from livekit import Rig, finish_tool, genai_tool
 
 from spanassert.config import load_config
-from spanassert.model import ConfigError
+from spanassert.core.model import ConfigError
 
 RULES = """\
 version: 1

@@ -21,7 +21,7 @@ from spanassert.assertions.result_grammar import (
     compile_result_checks,
     parse_result_line,
 )
-from spanassert.model import STATUS_ERROR, STATUS_UNSET, ToolCall
+from spanassert.core.model import STATUS_ERROR, STATUS_UNSET, ToolCall
 
 
 def shown(value: Any) -> str:

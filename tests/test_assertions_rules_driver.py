@@ -18,7 +18,7 @@ import jsonschema
 
 import spanassert.assertions  # noqa: F401 - registers every type
 from spanassert.assertions.base import ASSERTION_TYPES, COMMON_FIELDS, EXPECTED_TYPES, Assertion, BuildContext
-from spanassert.model import MISSING, STATUS_OK, CloseReason, EpisodeView, Failure, Outcome, ToolCall, Verdict
+from spanassert.core.model import MISSING, STATUS_OK, CloseReason, EpisodeView, Failure, Outcome, ToolCall, Verdict
 
 
 class Refused(Exception):

@@ -7,7 +7,7 @@ from typing import List
 import pytest
 from assertion_driver import ConfigRefused, build, drive
 
-from spanassert.model import CloseReason, Verdict
+from spanassert.core.model import CloseReason, Verdict
 
 SEQ = ["login", "view_balance", "logout"]
 

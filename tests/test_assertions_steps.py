@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from assertion_driver import ModelStep, build, drive
 
-from spanassert.model import CloseReason, Verdict
+from spanassert.core.model import CloseReason, Verdict
 
 # -- trace_max_steps ---------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from assertion_driver import (
     ok,
 )
 
-from spanassert.model import CloseReason, Verdict
+from spanassert.core.model import CloseReason, Verdict
 
 # -- trace_must_call_tool ---------------------------------------------------------------------------
 

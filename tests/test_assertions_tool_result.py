@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from assertion_driver import Call, ConfigRefused, Episode, build, drive, err, ok
 
-from spanassert.model import CloseReason, Verdict
+from spanassert.core.model import CloseReason, Verdict
 
 
 def rule(*lines: str, **extra: object) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from test_assertions_rules_driver import Refused, build
 
-from spanassert.model import Verdict
+from spanassert.core.model import Verdict
 
 DISCOUNT_POLICY = {"schema": {"properties": {"percent": {"type": "number", "maximum": 30},
                                              "reason": {"type": "string"}},

@@ -164,7 +164,7 @@ def test_unit_failure_exit_code_with_a_plugged_in_type(tmp_path: Path) -> None:
     """Exit 1 comes from the registry, not from one type: a type registered by a plugin module works too."""
     (tmp_path / "my_checks.py").write_text(textwrap.dedent("""
         from spanassert.assertions.base import Assertion, Field, register
-        from spanassert.model import Outcome
+        from spanassert.core.model import Outcome
 
         @register
         class Even(Assertion):

@@ -366,8 +366,8 @@ def test_violation_counter_is_scraped_under_the_names_the_alert_rules_use(
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
     from opentelemetry.sdk.resources import Resource
 
-    from spanassert.emit import Telemetry
-    from spanassert.results import Violation
+    from spanassert.core.emit import Telemetry
+    from spanassert.core.results import Violation
 
     otlp_port, prom_port = free_port(), free_port()
     config = tmp_path / "prometheus.yaml"

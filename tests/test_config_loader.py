@@ -12,7 +12,7 @@ import pytest
 from spanassert.assertions.base import ASSERTION_TYPES, EXPECTED_TYPES, Assertion, BuildContext, Field
 from spanassert.config import ConfigError, load_config
 from spanassert.config.model import Config
-from spanassert.model import Diagnostic, Outcome, Severity, Verdict
+from spanassert.core.model import Diagnostic, Outcome, Severity, Verdict
 
 
 # -- probe types -----------------------------------------------------------------------------------

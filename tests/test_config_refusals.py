@@ -10,7 +10,7 @@ from typing import Any, FrozenSet, List, NamedTuple, Optional, Tuple, Union
 import pytest
 
 from spanassert.config import ConfigError, load_config
-from spanassert.model import Diagnostic
+from spanassert.core.model import Diagnostic
 
 
 class Refusal(NamedTuple):

@@ -9,7 +9,7 @@ import pytest
 
 from livekit import Rig, build_config
 
-from spanassert.model import Verdict
+from spanassert.core.model import Verdict
 
 RULES = [
     {"id": "lookup", "assertions": [{"type": "trace_must_call_tool", "tool": "lookup_order"}]},

@@ -11,7 +11,7 @@ from opentelemetry import trace
 from livekit import Rig, build_config
 
 from spanassert.config.model import EpisodeSettings
-from spanassert.model import CloseReason, Verdict
+from spanassert.core.model import CloseReason, Verdict
 
 MUST_NOT = {"id": "no-delete", "assertions": [{"type": "trace_must_not_call_tool", "tool": "delete_database"}]}
 MUST = {"id": "must-lookup", "assertions": [{"type": "trace_must_call_tool", "tool": "lookup_order"}]}

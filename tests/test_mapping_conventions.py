@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from spanassert.mapping import ROLE_AGENT, ROLE_OTHER, ROLE_STEP, ROLE_TOOL, Mapper
-from spanassert.model import CONTENT_MISSING, CONTENT_OK, CONTENT_UNPARSABLE, MISSING, SpanEvent, decode_content
+from spanassert.core.model import CONTENT_MISSING, CONTENT_OK, CONTENT_UNPARSABLE, MISSING, SpanEvent, decode_content
 
 MAPPER = Mapper()
 

@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from spanassert.config.model import MappingRule
 from spanassert.mapping import ROLE_AGENT, ROLE_OTHER, ROLE_STEP, ROLE_TOOL, Mapper
-from spanassert.model import CONTENT_OK, MISSING, decode_content
+from spanassert.core.model import CONTENT_OK, MISSING, decode_content
 
 
 class Spans:

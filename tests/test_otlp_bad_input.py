@@ -10,7 +10,7 @@ from typing import Any, Dict, List
 import pytest
 import zstandard
 
-from spanassert.model import SpanRecord
+from spanassert.core.model import SpanRecord
 from spanassert.otlp import InputIssue, OTLPInputError, read_spans
 from spanassert.otlp.writers import frame_messages
 

@@ -10,7 +10,7 @@ from typing import Any, List
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spanassert.model import SpanRecord
+from spanassert.core.model import SpanRecord
 from spanassert.otlp import InputIssue, OTLPInputError, read_spans
 
 TRACE = "5b8efff798038103d269b633813fc60c"

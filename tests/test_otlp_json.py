@@ -8,7 +8,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from spanassert.model import SpanRecord
+from spanassert.core.model import SpanRecord
 from spanassert.otlp import InputIssue, SpanDecodeError, read_spans, records_from_json
 
 TRACE = "5b8efff798038103d269b633813fc60c"

@@ -7,7 +7,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
-from spanassert.model import SpanRecord
+from spanassert.core.model import SpanRecord
 from spanassert.otlp import SpanDecodeError, records_from_proto
 
 TRACE = bytes.fromhex("5b8efff798038103d269b633813fc60c")

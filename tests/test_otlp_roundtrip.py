@@ -14,7 +14,7 @@ import pytest
 import zstandard
 from otlp_file_exporter import FileSpanExporter
 
-from spanassert.model import SpanRecord
+from spanassert.core.model import SpanRecord
 from spanassert.otlp import InputIssue, read_spans
 from spanassert.otlp.writers import write_binpb, write_jsonl, write_proto_framed
 

@@ -8,7 +8,7 @@ from opentelemetry import trace
 
 from livekit import Rig, build_config, finish_tool
 
-from spanassert.model import Verdict
+from spanassert.core.model import Verdict
 
 RULES = [
     {"id": "no-delete", "severity": "critical",

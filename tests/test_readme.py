@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from spanassert.config import load_config
-from spanassert.model import ConfigError
+from spanassert.core.model import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("**/*.md"))]

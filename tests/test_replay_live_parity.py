@@ -16,7 +16,7 @@ from test_replay_cli import spanassert
 from spanassert import AssertionSpanProcessor
 from spanassert.config import load_config
 from spanassert.replay import replay
-from spanassert.results import EpisodeResult
+from spanassert.core.results import EpisodeResult
 
 RULES = """\
 version: 1

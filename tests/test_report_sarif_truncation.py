@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from spanassert.config import load_config
-from spanassert.model import SpanRecord
+from spanassert.core.model import SpanRecord
 from spanassert.replay import replay_records
 from spanassert.report import DEFAULT_MAX_RESULTS, render_sarif
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from spanassert.assertions.base import BuildContext
 from spanassert.assertions.schema_fast import compile_fast
 from spanassert.assertions.schema_util import fast_predicate, jsonschema_messages, validation_messages
-from spanassert.model import Verdict
+from spanassert.core.model import Verdict
 
 DIALECTS = [jsonschema.Draft6Validator, jsonschema.Draft7Validator, jsonschema.Draft201909Validator,
             jsonschema.Draft202012Validator]

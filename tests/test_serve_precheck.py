@@ -6,8 +6,8 @@ import random
 from typing import Any, Dict, List, Optional
 
 from spanassert.config import load_config
-from spanassert.engine import Engine, Sink
-from spanassert.model import SpanRecord
+from spanassert.core.engine import Engine, Sink
+from spanassert.core.model import SpanRecord
 from spanassert.replay import replay_records
 
 RULES = """\

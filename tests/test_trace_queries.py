@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from spanassert import Trace, check
-from spanassert.model import Verdict
+from spanassert.core.model import Verdict
 
 
 @pytest.fixture()

@@ -156,7 +156,7 @@ def run_schema(args: argparse.Namespace) -> int:
 SUBCOMMANDS: Dict[str, Tuple[str, str, str]] = {
     "validate": ("spanassert.cli", "add_validate_command", "check rules files and run their unit-test forms"),
     "schema": ("spanassert.cli", "add_schema_command", "print the JSON Schema of the rules file"),
-    "replay": ("spanassert.replay_cli", "add_replay_command", "re-check exported OTLP trace files"),
+    "replay": ("spanassert.replay.cli", "add_replay_command", "re-check exported OTLP trace files"),
     "serve": ("spanassert.serve", "add_serve_command", "receive OTLP traces and check them live"),
 }
 

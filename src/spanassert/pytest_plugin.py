@@ -242,7 +242,7 @@ def _shadow_labels(config: Any) -> Dict[str, bool]:
 def verdict_problems(result: "CheckResult", config: Any, *, allow_inconclusive: bool) -> List[str]:
     """Why the marked test fails (empty when it passes): enforced failures, inconclusive checks
     (unless allowed), failed unit-test forms, or no episode at all."""
-    from .model import Verdict
+    from .core.model import Verdict
 
     if result.episodes == 0:
         return ["no agent or tool span was recorded: the test emitted no episode to check "
@@ -268,7 +268,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     marker = item.get_closest_marker(MARKER)
     if marker is None:
         return result
-    from .model import ConfigError
+    from .core.model import ConfigError
     from .trace import check
 
     capture = getattr(item, "funcargs", {}).get(FIXTURE)

@@ -17,9 +17,9 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
-from .assembly import live_order
+from .core.assembly import live_order
+from .core.model import MISSING, STATUS_ERROR, STATUS_OK, STATUS_UNSET, SpanEvent, SpanRecord, ToolCall, Verdict
 from .mapping import ROLE_AGENT, ROLE_TOOL, Mapper
-from .model import MISSING, STATUS_ERROR, STATUS_OK, STATUS_UNSET, SpanEvent, SpanRecord, ToolCall, Verdict
 
 
 def _from_readable(span: Any) -> SpanRecord:
@@ -212,8 +212,9 @@ _MODES = {"exact", "prefix", "contains", "subset"}
 def expectations_config(expectations: Mapping[str, Any]) -> Any:
     """understudy-style expectations as a rules config: ``required_tools``, ``forbidden_tools``,
     ``expected_trajectory`` + ``trajectory_match_mode``, ``required_agent_tools`` is not supported."""
-    from .config import load_config
     import yaml
+
+    from .config import load_config
 
     allowed = {"required_tools", "forbidden_tools", "expected_trajectory", "trajectory_match_mode"}
     unknown = set(expectations) - allowed
@@ -240,7 +241,7 @@ def check(trace: Trace, rules_or_expectations: Any) -> CheckResult:
     """Run rules (a :class:`Config`, a rules-file path, YAML text) or understudy-style expectations
     (a dict) over ``trace`` with the live engine."""
     from .config.model import Config
-    from .replay import replay_records
+    from .replay.driver import replay_records
 
     if isinstance(rules_or_expectations, Config):
         config = rules_or_expectations

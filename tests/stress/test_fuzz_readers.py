@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from spanassert.model import SpanRecord
+from spanassert.core.model import SpanRecord
 from spanassert.otlp import InputIssue, read_spans
 from spanassert.otlp.writers import write_binpb, write_jsonl, write_proto_framed
 

@@ -13,7 +13,7 @@ import pytest
 from spanassert.assertions.base import EVIDENCE_MAX_CHARS
 from spanassert.assertions.selectors import MAX_MATCH_CHARS
 from spanassert.config import ConfigError, load_config
-from spanassert.model import Verdict
+from spanassert.core.model import Verdict
 from spanassert.otlp import read_spans
 
 from .report import mib, record

@@ -11,7 +11,7 @@ from typing import Any, Dict
 
 import pytest
 
-from spanassert.model import CloseReason, Verdict
+from spanassert.core.model import CloseReason, Verdict
 
 from .report import mib, record
 from .rig import CountingProcessor, LiveRig, child, new_root, rules, tool_attrs

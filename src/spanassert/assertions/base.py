@@ -27,7 +27,7 @@ import json
 import re
 from typing import Any, ClassVar, Dict, FrozenSet, Iterable, List, Mapping, Optional, Pattern, Type
 
-from ..model import MISSING, EpisodeView, Failure, Outcome, ToolCall, Verdict
+from ..core.model import MISSING, EpisodeView, Failure, Outcome, ToolCall, Verdict
 
 # What an assertion may need from a call or an episode. When a rule needs data the instrumentation
 # did not record, it is inconclusive, never passed.

@@ -13,9 +13,8 @@ import math
 import re
 from typing import Any, Dict, FrozenSet, Optional, Union
 
-from ..model import CONTENT_OK, STATUS_ERROR, EpisodeView, Failure, Outcome, ToolCall
+from ..core.model import CONTENT_OK, STATUS_ERROR, EpisodeView, Failure, Outcome, ToolCall
 from .base import (  # noqa: F401 - call_ref is re-exported
-    call_ref,
     EVIDENCE_ALL,
     EVIDENCE_ARGUMENTS,
     NEED_ARGUMENTS,
@@ -24,6 +23,7 @@ from .base import (  # noqa: F401 - call_ref is re-exported
     Assertion,
     BuildContext,
     Field,
+    call_ref,
     register,
 )
 from .schema_util import schema_is_vacuous, validation_messages

@@ -20,9 +20,8 @@ import os
 import re
 from typing import Any, Callable, Deque, Dict, FrozenSet, List, Mapping, Optional, Sequence
 
-from ..model import CONTENT_MISSING, CONTENT_OK, MISSING, EpisodeView, Failure, Outcome, ToolCall
+from ..core.model import CONTENT_MISSING, CONTENT_OK, MISSING, EpisodeView, Failure, Outcome, ToolCall
 from .base import (  # noqa: F401 - call_ref is re-exported
-    call_ref,
     EVIDENCE_ARGUMENTS,
     EVIDENCE_RESULT,
     NEED_ARGUMENTS,
@@ -31,9 +30,10 @@ from .base import (  # noqa: F401 - call_ref is re-exported
     Assertion,
     BuildContext,
     Field,
+    call_ref,
     register_expected,
 )
-from .rules import HELD, INCONCLUSIVE, NOT_EXERCISED, VIOLATED, RULE_ITEM_SCHEMA, Rule, RuleEvaluation, RuleState, parse_rules
+from .rules import HELD, INCONCLUSIVE, NOT_EXERCISED, RULE_ITEM_SCHEMA, VIOLATED, Rule, RuleEvaluation, RuleState, parse_rules
 from .schema_util import schema_is_vacuous, validation_messages
 
 E_CFG_VACUOUS = "E_CFG_VACUOUS"

@@ -25,7 +25,7 @@ import operator
 import re
 from typing import Any, Callable, List, Optional, Pattern, Sequence, Tuple
 
-from ..model import CONTENT_MISSING, CONTENT_UNPARSABLE, ToolCall
+from ..core.model import CONTENT_MISSING, CONTENT_UNPARSABLE, ToolCall
 from .base import BuildContext
 from .call_checks import call_errored
 from .selectors import MAX_MATCH_CHARS

@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Dict, FrozenSet, Iterable, List, Mapping, Opti
 
 import jsonschema
 
-from ..model import MISSING, ToolCall
+from ..core.model import MISSING, ToolCall
 from .base import BuildContext, Field
 from .selectors import SELECTOR_SCHEMA, ArgsMatch, CallSelector
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Mapping, Optional, Pattern
 
-from ..model import CONTENT_MISSING, CONTENT_OK, ToolCall
+from ..core.model import CONTENT_MISSING, CONTENT_OK, ToolCall
 from .base import BuildContext
 
 # Matching is bounded: an argument longer than this is not searched (the call is undecidable).

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from ..model import EpisodeView, Failure, Outcome, ToolCall
+from ..core.model import EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_STEPS, Assertion, BuildContext, Field, register
 from .call_checks import call_ref, calls_of, tool_scope, unfinished
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from ..model import CONTENT_MISSING, EpisodeView, Failure, Outcome, ToolCall
+from ..core.model import CONTENT_MISSING, EpisodeView, Failure, Outcome, ToolCall
 from .base import (
     EVIDENCE_ARGUMENTS,
     NEED_ARGUMENTS,

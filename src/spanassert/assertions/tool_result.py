@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ..model import EpisodeView, Failure, Outcome, ToolCall
+from ..core.model import EpisodeView, Failure, Outcome, ToolCall
 from .base import (
     EVIDENCE_RESULT,
     NEED_RESULT,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ..model import MISSING, Outcome
+from ..core.model import MISSING, Outcome
 from .base import Assertion, BuildContext, Field, register
 from .schema_util import schema_is_vacuous, validation_messages
 

@@ -1,7 +1,7 @@
 """Loading and validating rules files: :func:`load_config` and the JSON Schema export."""
 from __future__ import annotations
 
-from ..model import ConfigError, Diagnostic
+from ..core.model import ConfigError, Diagnostic
 from .loader import load_config
 from .model import Config, EpisodeSettings, MappingRule, Match, Settings, TestCase
 from .schema import build_schema

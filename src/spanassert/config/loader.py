@@ -3,8 +3,8 @@
 Order of work: read (size, encoding) -> compose YAML with positions (duplicates, aliases, depth) ->
 walk the structure against the tables in :mod:`.schema` -> build each assertion through its
 registry class -> refuse checks that cannot fail -> run unit-test forms. Every problem becomes a
-:class:`~spanassert.model.Diagnostic` with file, line, column, key path and a fix; nothing raises
-past this module except :class:`~spanassert.model.ConfigError`.
+:class:`~spanassert.core.model.Diagnostic` with file, line, column, key path and a fix; nothing raises
+past this module except :class:`~spanassert.core.model.ConfigError`.
 """
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, 
 import jsonschema
 
 from ..assertions.base import ASSERTION_TYPES, COMMON_FIELDS, EXPECTED_TYPES, Assertion, BuildContext, Field
-from ..model import MISSING, ConfigError, Diagnostic, Outcome, Severity
+from ..core.model import MISSING, ConfigError, Diagnostic, Outcome, Severity
 from . import codes
-from .model import Config, EpisodeSettings, Match, MappingRule, Settings, TestCase
+from .model import Config, EpisodeSettings, MappingRule, Match, Settings, TestCase
 from .schema import (
     EPISODE_FIELDS,
     EXPECTED_TYPE_ALIASES,

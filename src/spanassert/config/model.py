@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional
 
 from ..assertions.base import Assertion
-from ..model import Diagnostic, Outcome, Severity
+from ..core.model import Diagnostic, Outcome, Severity
 
 MODE_ENFORCE = "enforce"
 MODE_SHADOW = "shadow"

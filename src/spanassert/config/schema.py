@@ -11,7 +11,7 @@ import json
 from typing import Any, Dict, List, Mapping, Optional, Type
 
 from ..assertions.base import ASSERTION_TYPES, COMMON_FIELDS, EXPECTED_TYPES, Assertion, Field
-from ..model import MISSING
+from ..core.model import MISSING
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 

@@ -18,7 +18,7 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
-from ..model import Diagnostic
+from ..core.model import Diagnostic
 from . import codes
 
 MAX_CONFIG_BYTES = 1 << 20

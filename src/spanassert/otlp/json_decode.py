@@ -12,7 +12,7 @@ import base64
 import binascii
 from typing import Any, Dict, List, Optional
 
-from spanassert.model import NO_EVENTS, SpanEvent, SpanRecord
+from spanassert.core.model import NO_EVENTS, SpanEvent, SpanRecord
 from spanassert.otlp.issues import SpanDecodeError
 
 _ZERO_TRACE = "0" * 32

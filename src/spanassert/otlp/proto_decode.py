@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from spanassert.model import NO_EVENTS, SpanEvent, SpanRecord
+from spanassert.core.model import NO_EVENTS, SpanEvent, SpanRecord
 from spanassert.otlp.issues import SpanDecodeError
 
 _ZERO_TRACE = bytes(16)

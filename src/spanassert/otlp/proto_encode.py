@@ -10,9 +10,10 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..emit import EVENT_NAME, violation_event_attributes
-from ..model import SpanRecord
-from ..results import Violation
+from ..core.emit import EVENT_NAME, violation_event_attributes
+from ..core.model import SpanRecord
+from ..core.results import Violation
+
 
 def set_any(target: Any, value: Any) -> None:
     if isinstance(value, str):

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Uni
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
-from spanassert.model import SpanRecord
+from spanassert.core.model import SpanRecord
 from spanassert.otlp.issues import ERROR, WARNING, InputIssue, OTLPInputError, SpanDecodeError
 from spanassert.otlp.json_decode import records_from_json
 from spanassert.otlp.proto_decode import records_from_proto

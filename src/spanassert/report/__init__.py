@@ -1,4 +1,4 @@
-"""Renderings of a replay :class:`~spanassert.replay.Report`: the human summary, the versioned JSON
+"""Renderings of a replay :class:`~spanassert.core.report.Report`: the human summary, the versioned JSON
 document (``schemas/replay-report.v1.json``), JUnit XML, SARIF 2.1.0, and the verdict diff between
 two rules files over the same spans (backtesting).
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..replay import Report
-from ..results import EpisodeResult
+from ..core.report import Report
+from ..core.results import EpisodeResult
 from .outcomes import test_outcomes
 
 ABSENT = "absent"

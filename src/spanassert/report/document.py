@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Optional
 
-from ..model import Verdict
-from ..replay import REPORT_SCHEMA, Report
+from ..core.model import Verdict
+from ..core.report import REPORT_SCHEMA, Report
 from .baseline import BaselineDiff
 
 SCHEMA_ID = REPORT_SCHEMA

@@ -11,8 +11,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Dict, List
 
-from ..model import Verdict
-from ..replay import Report
+from ..core.model import Verdict
+from ..core.report import Report
 from .outcomes import TestOutcome, test_outcomes
 
 SUITES_NAME = "spanassert replay"

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from ..model import Verdict, worst
-from ..results import AssertionResult, EpisodeResult
+from ..core.model import Verdict, worst
+from ..core.results import AssertionResult, EpisodeResult
 
 
 class TestOutcome:

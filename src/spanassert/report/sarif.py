@@ -16,8 +16,8 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..model import Verdict
-from ..replay import Report
+from ..core.model import Verdict
+from ..core.report import Report
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"

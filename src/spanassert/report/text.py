@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from ..model import Verdict
-from ..replay import Report
-from ..results import EpisodeResult
+from ..core.model import Verdict
+from ..core.report import Report
+from ..core.results import EpisodeResult
 from .baseline import BaselineDiff
 
 MARKS = {

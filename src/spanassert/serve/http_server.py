@@ -7,7 +7,7 @@ import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from ..model import SpanRecord
+from ..core.model import SpanRecord
 from .protocol import (
     CODE_INVALID_ARGUMENT,
     CODE_NOT_FOUND,

@@ -5,7 +5,7 @@ import threading
 from collections import deque
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
-from ..model import SpanRecord
+from ..core.model import SpanRecord
 
 
 class Batch:

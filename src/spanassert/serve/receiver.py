@@ -1,9 +1,9 @@
 """The receiver: its servers, the intake queue, the engine thread and the forwarder.
 
 Spans arrive after they ended, in any order, so each trace is held in a
-:class:`~spanassert.assembly.TraceBuffer` until it looks complete (``--settle`` seconds after its
+:class:`~spanassert.core.assembly.TraceBuffer` until it looks complete (``--settle`` seconds after its
 root arrived; the rules file's idle timeout, capped, for traces whose root never comes) and then fed
-with :func:`~spanassert.assembly.feed_trace` — exactly what replay does, so the verdicts are
+with :func:`~spanassert.core.assembly.feed_trace` — exactly what replay does, so the verdicts are
 replay's. Rules whose failure at a call depends on that call alone (``order_free``) are checked on
 arrival with :meth:`Engine.precheck`, so a forbidden call is reported seconds earlier; the later,
 assembled check does not report it a second time.
@@ -20,13 +20,13 @@ import time
 from bisect import bisect_left, insort
 from typing import Any, Dict, List, Optional, TextIO, Tuple
 
-from ..assembly import TraceBuffer, feed_trace
 from ..config.model import Config
-from ..engine import ROLE_TOOL, Engine, SpanOutcome
-from ..model import CloseReason, SpanRecord
+from ..core.assembly import TraceBuffer, feed_trace
+from ..core.engine import ROLE_TOOL, Engine, SpanOutcome
+from ..core.model import CloseReason, SpanRecord
+from ..core.report import Report
+from ..core.results import Violation
 from ..otlp.proto_encode import ForwardItem, export_request
-from ..replay import Report
-from ..results import Violation
 from .forwarder import Forwarder
 from .intake import Batch, IntakeQueue
 from .protocol import DEFAULT_ROOTLESS_WAIT_CAP, ServeOptions

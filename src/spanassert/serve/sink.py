@@ -6,10 +6,10 @@ import threading
 from collections import OrderedDict
 from typing import Any, Optional, TextIO, Tuple
 
-from ..emit import Telemetry
-from ..model import Verdict
-from ..replay import Report, ReportSink
-from ..results import EpisodeResult, Violation
+from ..core.emit import Telemetry
+from ..core.model import Verdict
+from ..core.report import Report, ReportSink
+from ..core.results import EpisodeResult, Violation
 
 EARLY_MEMORY = 100_000  # (test, assertion, span) keys of violations reported on arrival
 

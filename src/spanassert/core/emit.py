@@ -90,7 +90,7 @@ class Telemetry(Sink):
         from opentelemetry import metrics
 
         mp = meter_provider if meter_provider is not None else metrics.get_meter_provider()
-        from . import __version__
+        from .. import __version__
 
         meter = mp.get_meter("spanassert", __version__)
         self.violations = meter.create_counter(

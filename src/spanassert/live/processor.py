@@ -23,13 +23,13 @@ from opentelemetry.sdk._configuration import _OTelSDKConfigurator
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import StatusCode
 
-from .config.model import Config
-from .emit import EVENT_NAME, Telemetry, violation_event_attributes
-from .engine import Engine, SpanOutcome
-from .mapping import ROLE_OTHER, ROLE_TOOL
-from .mapping.mapper import surely_other
-from .model import CloseReason
-from .results import EpisodeResult, Violation
+from ..config.model import Config
+from ..core.emit import EVENT_NAME, Telemetry, violation_event_attributes
+from ..core.engine import Engine, SpanOutcome
+from ..core.model import CloseReason
+from ..core.results import EpisodeResult, Violation
+from ..mapping import ROLE_OTHER, ROLE_TOOL
+from ..mapping.mapper import surely_other
 
 PathOrConfig = Union[Config, str, "os.PathLike[str]"]
 
@@ -115,7 +115,7 @@ class AssertionSpanProcessor(SpanProcessor):
         max_queue_size: int = 65_536,
     ) -> None:
         if not isinstance(config, Config):
-            from .config import load_config
+            from ..config import load_config
 
             config = load_config(config)
         self.config = config
@@ -653,8 +653,8 @@ def _load_rules(path: str, *, exit_on_error: bool) -> Config:
     raising there would only be logged and the program would run unchecked."""
     import sys
 
-    from .config import load_config
-    from .model import ConfigError
+    from ..config import load_config
+    from ..core.model import ConfigError
 
     try:
         return load_config(path)

@@ -3,7 +3,7 @@
 A file or an OTLP request delivers spans after they ended, in any order. To give the verdicts the
 live processor gives, a trace's spans are turned back into the sequence of span starts and span
 ends the processor saw (ordered by time; a call's position is its start, ties broken by span id)
-and fed to the same :class:`~spanassert.engine.Engine`.
+and fed to the same :class:`~spanassert.core.engine.Engine`.
 
 :class:`TraceBuffer` holds the spans of traces still arriving, bounded in memory: a trace is
 released when its local root has arrived and enough later input has been seen (``settle_spans``

@@ -18,9 +18,9 @@ import time
 from collections import OrderedDict
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
-from .assertions.base import NEED_ARGUMENTS, NEED_RESULT, Assertion
-from .config.model import Config, TestCase
-from .mapping import ROLE_AGENT, ROLE_OTHER, ROLE_STEP, ROLE_TOOL, Mapper
+from ..assertions.base import NEED_ARGUMENTS, NEED_RESULT, Assertion
+from ..config.model import Config, TestCase
+from ..mapping import ROLE_AGENT, ROLE_OTHER, ROLE_STEP, ROLE_TOOL, Mapper
 from .model import (
     CONTENT_UNPARSABLE,
     STATUS_ERROR,

@@ -25,7 +25,7 @@ PROG = "spanassert replay"
 
 
 def add_replay_command(sub: Any) -> None:
-    from .replay import DEFAULT_SETTLE_SPANS
+    from .driver import DEFAULT_SETTLE_SPANS
 
     p = sub.add_parser(
         "replay",
@@ -110,8 +110,8 @@ class _Progress:
 
 def _load(path: str, option: str, allow_ineffective: bool) -> Any:
     """The config, or None after printing every problem (the caller exits 2)."""
-    from .config import load_config
-    from .model import ConfigError
+    from ..config import load_config
+    from ..core.model import ConfigError
 
     if not os.path.exists(path):
         _error(f"{option} {path}: no such file; pass the path of a rules file")
@@ -161,9 +161,9 @@ def run_replay(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .otlp import OTLPInputError
-    from .replay import replay_paths
-    from .report import baseline_diff, render_junit, render_sarif, render_text, report_document
+    from ..otlp import OTLPInputError
+    from ..report import baseline_diff, render_junit, render_sarif, render_text, report_document
+    from .driver import replay_paths
 
     config = _load(args.config, "--config", args.allow_ineffective_assertions)
     if config is None:
@@ -218,7 +218,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """``python -m spanassert.replay_cli`` — the same as ``spanassert replay``."""
+    """``python -m spanassert.replay.cli`` — the same as ``spanassert replay``."""
     parser = argparse.ArgumentParser(prog="spanassert")
     sub = parser.add_subparsers(dest="command")
     add_replay_command(sub)
