@@ -248,6 +248,10 @@ def drive(
 def footprint(obj: Any, _seen: Optional[set] = None) -> int:
     """Bytes held by a state object and what it refers to (slots, containers), counted once."""
     seen = _seen if _seen is not None else set()
+    if type(obj) in (int, float, bool):
+        # Counted at every reference: small ints are shared by the interpreter, so counting them
+        # once would make two counters at 10 look smaller than two counters at 10_000.
+        return sys.getsizeof(obj)
     if id(obj) in seen:
         return 0
     seen.add(id(obj))

@@ -23,6 +23,10 @@ FAMILY = [
     "trace_tool_duration",
     "trace_args_valid",
     "trace_tool_result",
+    "trace_only_tools",
+    "trace_no_repeat",
+    "trace_no_flow",
+    "trace_no_sensitive_data",
 ]
 
 
@@ -69,6 +73,26 @@ FAILING: List[Any] = [
     ),
     (
         {"type": "trace_must_call_tool", "tool": "send", "min_calls": 2, "args_match": {"token": "^sk-"}},
+        [ok("send", {"token": SECRET}, result={"echo": SECRET})],
+    ),
+    (
+        {"type": "trace_no_repeat", "max": 1},
+        [ok("send", {"token": SECRET}, result={"echo": SECRET})] * 2,
+    ),
+    (
+        {"type": "trace_no_flow", "from": {"tool": "read"}, "to": {"tool": "send"}},
+        [ok("read", {}, result={"v": SECRET}), ok("send", {"token": SECRET}, result={"echo": SECRET})],
+    ),
+    (
+        {"type": "trace_no_sensitive_data", "in": ["arguments", "results"]},
+        [ok("send", {"token": SECRET, "mail": "jane@example.com"}, result={"echo": SECRET})],
+    ),
+    (
+        {"type": "trace_must_not_call_tool", "tool": "send", "args_match": {"mail": {"detector": "email"}}},
+        [ok("send", {"token": SECRET, "mail": "jane@example.com"}, result={"echo": SECRET})],
+    ),
+    (
+        {"type": "trace_only_tools", "tools": ["read"]},
         [ok("send", {"token": SECRET}, result={"echo": SECRET})],
     ),
 ]
@@ -131,6 +155,12 @@ STATE_CASES: List[Any] = [
     ({"type": "trace_tool_duration", "max": "1s"}, ok("a")),
     ({"type": "trace_args_valid", "tool": "a", "schema": {"type": "object"}}, ok("a", {"q": 1})),
     ({"type": "trace_tool_result", "tool": "a", "assert": ["status == ok", "json.n is number"]}, ok("a", result={"n": 1})),
+    ({"type": "trace_only_tools", "tools": ["a"]}, ok("a")),
+    ({"type": "trace_only_tools", "tools": ["b"]}, ok("a")),
+    ({"type": "trace_no_repeat", "max": 3}, ok("a", {"q": 1})),
+    ({"type": "trace_no_repeat", "max": 3, "window": 10}, ok("a", {"q": 1})),
+    ({"type": "trace_no_flow", "from": {"tool": "a"}, "to": {}}, ok("a", {"q": "same-value-1"}, result={"v": "same-value-1"})),
+    ({"type": "trace_no_sensitive_data", "in": ["arguments", "results"]}, ok("a", {"q": "x@example.com"}, result="ok")),
 ]
 
 

@@ -1,5 +1,6 @@
-"""Same spans → same verdicts and violations, live (the processor in the SDK) and replayed (the
-exported OTLP JSON Lines file read back). A property test over random agent episodes."""
+"""Same spans → same verdicts and violations, live (the processor in the SDK), replayed (the
+exported OTLP JSON Lines file read back) and served (the same spans handed to serve's receiver in
+process, as its OTLP endpoints would). A property test over random agent episodes."""
 from __future__ import annotations
 
 import json
@@ -42,6 +43,17 @@ RULES = build_config([
     {"id": "prefix", "assertions": [{"type": "trace_trajectory", "expected": ["lookup_order"], "mode": "prefix"}]},
     {"id": "result", "assertions": [{"type": "trace_tool_result", "tool": "lookup_order",
                                      "assert": ["json.status is string", "json.items length >= 1"]}]},
+    {"id": "only", "assertions": [{"type": "trace_only_tools", "tools": ["lookup_order", "refund", "search"],
+                                   "tool_pattern": "send_.*"}]},
+    {"id": "loops", "assertions": [{"type": "trace_no_repeat", "max": 1, "cycle_length": 3}]},
+    {"id": "loops-window", "assertions": [{"type": "trace_no_repeat", "max": 1, "window": 3, "cycle_length": 0}]},
+    {"id": "flow", "assertions": [{"type": "trace_no_flow", "from": {"tool": "lookup_order", "path": "contact"},
+                                   "to": {}, "min_length": 8}]},
+    {"id": "pii", "assertions": [{"type": "trace_no_sensitive_data", "detectors": ["credit_card", "secrets"],
+                                  "tools": ["refund", "send_email"]}]},
+    {"id": "pii-results", "assertions": [{"type": "trace_no_sensitive_data", "detectors": ["email"], "in": "results"}]},
+    {"id": "pii-match", "assertions": [{"type": "trace_must_not_call_tool", "tool": "refund",
+                                        "args_match": {"note": {"detector": "credit_card"}}}]},
 ])
 
 call = st.fixed_dictionaries({
@@ -52,6 +64,7 @@ call = st.fixed_dictionaries({
     "items": st.integers(min_value=0, max_value=2),
     "nested": st.booleans(),
     "model_step": st.booleans(),
+    "note": st.sampled_from([None, "thanks", "card 4111 1111 1111 1111", "4111111111111112"]),
 })
 episode = st.lists(call, min_size=0, max_size=7)
 
@@ -70,10 +83,15 @@ def run(tracer, episodes):
                 args = {"to": c["to"]}
                 if c["amount"] is not None:
                     args["amount"] = c["amount"]
+                if c["note"] is not None:
+                    args["note"] = c["note"]
+                result = {"status": "ok", "items": [1] * c["items"]}
+                if c["tool"] == "lookup_order":
+                    result["contact"] = c["to"]
                 s = tracer.start_span(f"execute_tool {c['tool']}", context=ctx, attributes={
                     "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": c["tool"]})
                 s.set_attribute("gen_ai.tool.call.arguments", json.dumps(args))
-                s.set_attribute("gen_ai.tool.call.result", json.dumps({"status": "ok", "items": [1] * c["items"]}))
+                s.set_attribute("gen_ai.tool.call.result", json.dumps(result))
                 if c["error"]:
                     s.set_status(Status(StatusCode.ERROR))
                 s.end()
@@ -89,9 +107,27 @@ def vsig(violations):
     return sorted((v.test_id, v.assertion_index, v.span_id, v.message) for v in violations)
 
 
+def serve_in_process(path):
+    """The spans of ``path`` handed to serve's receiver as its endpoints would (one request per
+    span, in export order), then a graceful stop; returns its report."""
+    from spanassert.otlp.reader import read_spans
+    from spanassert.serve import Receiver, ServeOptions
+
+    receiver = Receiver(RULES, ServeOptions(grpc_endpoint=None, http_endpoint=None, report_json=os.devnull,
+                                            quiet=True, settle=0.0))
+    receiver.start()
+    try:
+        for record in read_spans([path]):
+            assert receiver.accept([record], None, 0)
+    finally:
+        receiver.stop()
+    assert receiver.report is not None
+    return receiver.report
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(episode, min_size=1, max_size=4))
-def test_live_and_replay_give_identical_verdicts_and_violations(episodes):
+def test_live_replay_and_serve_give_identical_verdicts_and_violations(episodes):
     live_eps, live_vs = [], []
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "traces.jsonl")
@@ -102,7 +138,8 @@ def test_live_and_replay_give_identical_verdicts_and_violations(episodes):
         run(tp.get_tracer("prop"), episodes)
         tp.shutdown()
         report = replay(RULES, [path])
+        served = serve_in_process(path)
     assert not report.input_errors
-    assert len(report.episodes) == len(live_eps) == len(episodes)
-    assert sig(report.episodes) == sig(live_eps)
-    assert vsig(report.violations) == vsig(live_vs)
+    assert len(report.episodes) == len(live_eps) == len(served.episodes) == len(episodes)
+    assert sig(report.episodes) == sig(live_eps) == sig(served.episodes)
+    assert vsig(report.violations) == vsig(live_vs) == vsig(served.violations)

@@ -2,7 +2,11 @@
 from __future__ import annotations
 
 from . import (  # noqa: F401 - imported for their registrations
+    allowlist,
     call_checks,
+    flow,
+    loops,
+    sensitive,
     expected,
     rules,
     sequence,

@@ -11,13 +11,28 @@ whole text does not.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Mapping, Optional, Pattern
+from typing import Any, Dict, Mapping, Optional
 
 from ..core.model import CONTENT_MISSING, CONTENT_OK, ToolCall
 from .base import BuildContext
+from .detectors import DETECTOR_NAMES, expand, scan
 
 # Matching is bounded: an argument longer than this is not searched (the call is undecidable).
 MAX_MATCH_CHARS = 100_000
+
+# An `args_match` condition: a regex searched in the argument, or `{detector: NAME}` (a built-in
+# detector of secrets and personal data finds something in it; see :mod:`.detectors`).
+ARG_CONDITION_SCHEMA: Dict[str, Any] = {
+    "oneOf": [
+        {"type": "string"},
+        {
+            "type": "object",
+            "properties": {"detector": {"enum": list(DETECTOR_NAMES)}},
+            "required": ["detector"],
+            "additionalProperties": False,
+        },
+    ]
+}
 
 SELECTOR_SCHEMA: Dict[str, Any] = {
     "oneOf": [
@@ -26,7 +41,7 @@ SELECTOR_SCHEMA: Dict[str, Any] = {
             "type": "object",
             "properties": {
                 "tool": {"type": "string", "minLength": 1},
-                "args_match": {"type": "object", "additionalProperties": {"type": "string"}},
+                "args_match": {"type": "object", "additionalProperties": ARG_CONDITION_SCHEMA},
             },
             "required": ["tool"],
             "additionalProperties": False,
@@ -36,7 +51,7 @@ SELECTOR_SCHEMA: Dict[str, Any] = {
 
 ARGS_MATCH_SCHEMA: Dict[str, Any] = {
     "type": "object",
-    "additionalProperties": {"type": "string"},
+    "additionalProperties": ARG_CONDITION_SCHEMA,
     "minProperties": 1,
 }
 
@@ -53,24 +68,50 @@ def _too_long(value: Any) -> bool:
     return False
 
 
+class DetectorCondition:
+    """``{detector: NAME}`` in ``args_match``: true when the detector finds something in the
+    argument's text. Shaped like a compiled regex (``search``, ``pattern``) so that every matcher
+    takes either."""
+
+    __slots__ = ("name", "names", "pattern")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.names = expand([name])
+        self.pattern = f"detector:{name}"
+
+    def search(self, text: str) -> Optional[str]:
+        return scan(text, self.names)
+
+
 class ArgsMatch:
-    """An AND of ``argument -> regex`` conditions over a call's arguments."""
+    """An AND of ``argument -> regex`` (or ``argument -> {detector: NAME}``) conditions over a
+    call's arguments."""
 
     __slots__ = ("patterns",)
 
-    def __init__(self, patterns: Mapping[str, Pattern[str]]) -> None:
+    def __init__(self, patterns: Mapping[str, Any]) -> None:
         self.patterns = dict(patterns)
 
     @classmethod
-    def build(cls, spec: Optional[Mapping[str, str]], ctx: BuildContext, field: str) -> Optional["ArgsMatch"]:
+    def build(cls, spec: Optional[Mapping[str, Any]], ctx: BuildContext, field: str) -> Optional["ArgsMatch"]:
         if not spec:
             return None
-        compiled: Dict[str, Pattern[str]] = {}
+        compiled: Dict[str, Any] = {}
         for arg, pattern in spec.items():
+            if isinstance(pattern, Mapping):
+                compiled[arg] = DetectorCondition(str(pattern.get("detector")))
+                continue
             rx = ctx.compile_regex(pattern, field=f"{field}.{arg}")
             if rx is not None:
                 compiled[arg] = rx
         return cls(compiled)
+
+    @property
+    def uses_detectors(self) -> bool:
+        """Whether a condition is a detector: the matched values are secrets or personal data, and
+        no message may show them, whatever ``evidence:`` says."""
+        return any(isinstance(p, DetectorCondition) for p in self.patterns.values())
 
     def needs_arguments(self) -> bool:
         return True
@@ -100,7 +141,10 @@ class ArgsMatch:
         return True
 
     def describe(self) -> str:
-        return ", ".join(f"{k} =~ /{v.pattern}/" for k, v in self.patterns.items())
+        return ", ".join(
+            f"{k} has {v.name}" if isinstance(v, DetectorCondition) else f"{k} =~ /{v.pattern}/"
+            for k, v in self.patterns.items()
+        )
 
 
 class CallSelector:

@@ -159,7 +159,8 @@ class MustNotCallToolAssertion(Assertion):
                 f"`{call.name}` called at {call_ref(call)} with arguments matching "
                 f"{self.selector.args_match.describe()}; such calls are forbidden"
             )
-            if wants_evidence(self, EVIDENCE_ARGUMENTS):
+            # A detector condition matched a secret or personal data: never shown, whatever `evidence:` says.
+            if wants_evidence(self, EVIDENCE_ARGUMENTS) and not self.selector.args_match.uses_detectors:
                 message += f"; arguments: {self.show(call.arguments, EVIDENCE_ARGUMENTS)}"
         if state.first_failure is None:
             state.first_failure = call_ref(call)

@@ -1,0 +1,281 @@
+"""Deterministic detectors for secrets and personal data in recorded text.
+
+Each detector is a shape (a regex with bounded repetition, so a scan is linear in the text) and,
+where the shape alone would flag look-alikes, a check: the Luhn sum and an issuer prefix for card
+numbers, the ISO 7064 mod-97 checksum and the country's length for IBANs, a decodable JSON header
+for JWTs, a random-looking body (letters and digits) for API keys and bearer tokens, a valid area
+and exchange code for North American numbers. Detectors report *that* and *where* something was
+found, never the text found. Used by ``trace_no_sensitive_data`` and by ``args_match``
+(``{argument: {detector: NAME}}``).
+
+Names: ``cloud_access_key`` (AWS access key ids and secret-key assignments, Google ``AIza`` keys,
+Azure storage account keys), ``private_key`` (PEM/OpenSSH/PGP private key headers), ``jwt``,
+``bearer_token``, ``model_api_key`` (OpenAI ``sk-``/``sk-proj-``, Anthropic ``sk-ant-``, Groq
+``gsk_``, Hugging Face ``hf_``, Replicate ``r8_``, xAI ``xai-``, Perplexity ``pplx-``),
+``credit_card``, ``iban``, ``email``, ``phone``. Groups: ``secrets``, ``pii``, ``all``.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import re
+from typing import Callable, Dict, Iterable, List, Optional, Pattern, Tuple
+
+
+class Detector:
+    __slots__ = ("name", "doc", "patterns", "check")
+
+    def __init__(self, name: str, doc: str, patterns: Iterable[str],
+                 check: Optional[Callable[["re.Match[str]"], bool]] = None, flags: int = 0) -> None:
+        self.name = name
+        self.doc = doc
+        self.patterns: Tuple[Pattern[str], ...] = tuple(re.compile(p, flags) for p in patterns)
+        self.check = check
+
+    def found(self, text: str) -> bool:
+        for rx in self.patterns:
+            for m in rx.finditer(text):
+                if self.check is None or self.check(m):
+                    return True
+        return False
+
+
+def _random_body(body: str, *, upper: bool = False) -> bool:
+    has_digit = any(c.isdigit() for c in body)
+    has_alpha = any(c.isalpha() for c in body)
+    if not (has_digit and has_alpha):
+        return False
+    if upper and not (any(c.isupper() for c in body) and any(c.islower() for c in body)):
+        return False
+    return len(set(body)) >= 8
+
+
+# -- secrets ----------------------------------------------------------------------------------------
+_AWS_ID = r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA|AIPA|ANPA|ANVA|AGPA)[A-Z0-9]{16}(?![A-Za-z0-9])"
+_AWS_SECRET = r"(?i:aws_?secret_?access_?key)[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
+_GOOGLE = r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"
+_AZURE = r"AccountKey=([A-Za-z0-9+/]{86}==)"
+
+
+def _cloud_check(m: "re.Match[str]") -> bool:
+    body = m.group(1) if m.re.groups else m.group(0)[4:]
+    return _random_body(body)
+
+
+_PRIVATE_KEY = r"-----BEGIN (?:[A-Z0-9]{1,16} ){0,3}PRIVATE KEY(?: BLOCK)?-----"
+
+_JWT = r"(?<![A-Za-z0-9_-])(eyJ[A-Za-z0-9_-]{5,4096})\.(eyJ[A-Za-z0-9_-]{5,16384})\.([A-Za-z0-9_-]{10,4096})(?![A-Za-z0-9_-])"
+
+
+def _b64json(part: str) -> Optional[object]:
+    try:
+        raw = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+        return json.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _jwt_check(m: "re.Match[str]") -> bool:
+    header = _b64json(m.group(1))
+    return isinstance(header, dict) and "alg" in header and isinstance(_b64json(m.group(2)), dict)
+
+
+_BEARER = r"(?<![A-Za-z0-9])[Bb]earer\s{1,4}([A-Za-z0-9._~+/-]{20,4096}=*)"
+
+
+def _bearer_check(m: "re.Match[str]") -> bool:
+    return _random_body(m.group(1))
+
+
+_MODEL_KEYS = (
+    r"(?<![A-Za-z0-9_-])sk-(?:proj-|svcacct-|admin-)?([A-Za-z0-9_-]{32,512})(?![A-Za-z0-9_-])",  # OpenAI
+    r"(?<![A-Za-z0-9_-])sk-ant-[a-z]{2,8}\d{2}-([A-Za-z0-9_-]{40,512})(?![A-Za-z0-9_-])",  # Anthropic
+    r"(?<![A-Za-z0-9_])gsk_([A-Za-z0-9]{40,64})(?![A-Za-z0-9])",  # Groq
+    r"(?<![A-Za-z0-9_])hf_([A-Za-z0-9]{30,40})(?![A-Za-z0-9])",  # Hugging Face
+    r"(?<![A-Za-z0-9_])r8_([A-Za-z0-9]{30,40})(?![A-Za-z0-9])",  # Replicate
+    r"(?<![A-Za-z0-9_-])xai-([A-Za-z0-9]{60,100})(?![A-Za-z0-9])",  # xAI
+    r"(?<![A-Za-z0-9_-])pplx-([A-Za-z0-9]{40,60})(?![A-Za-z0-9])",  # Perplexity
+)
+
+
+def _model_key_check(m: "re.Match[str]") -> bool:
+    return _random_body(m.group(1), upper=True)
+
+
+# -- personal data ----------------------------------------------------------------------------------
+_CARD = r"(?<![\d.,-])(\d(?:[ -]?\d){11,18})(?!\d|[.,-]\d)"
+
+
+def luhn_ok(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2:
+            d *= 2
+            if d > 9:
+                d -= 9
+        total += d
+    return total % 10 == 0
+
+
+def _card_brand_ok(d: str) -> bool:
+    n = len(d)
+    if d[0] == "4":
+        return n in (13, 16, 19)  # Visa
+    p2, p3, p4 = int(d[:2]), int(d[:3]), int(d[:4])
+    if 51 <= p2 <= 55 or 2221 <= p4 <= 2720:
+        return n == 16  # Mastercard
+    if p2 in (34, 37):
+        return n == 15  # American Express
+    if p4 == 6011 or 644 <= p3 <= 649 or p2 == 65:
+        return 16 <= n <= 19  # Discover
+    if 3528 <= p4 <= 3589:
+        return 16 <= n <= 19  # JCB
+    if 300 <= p3 <= 305 or p2 in (36, 38):
+        return 14 <= n <= 19  # Diners Club
+    if p2 == 62:
+        return 16 <= n <= 19  # UnionPay
+    return False
+
+
+def _card_check(m: "re.Match[str]") -> bool:
+    text = m.group(1)
+    seps = {c for c in text if not c.isdigit()}
+    if len(seps) > 1:
+        return False  # mixed separators: not how a card number is written
+    if not seps:
+        return 13 <= len(text) <= 19 and _card_brand_ok(text) and luhn_ok(text)
+    groups = re.split(r"[ -]", text)
+    # Written in groups (4-4-4-4, 4-6-5, ...): the number may be followed by other digits, so every
+    # run of whole groups from the first one is a candidate.
+    for k in range(len(groups), 2, -1):
+        head = groups[:k]
+        if any(len(g) < 4 for g in head[:-1]) or len(head) > 5:
+            continue
+        digits = "".join(head)
+        if 13 <= len(digits) <= 19 and _card_brand_ok(digits) and luhn_ok(digits):
+            return True
+    return False
+
+
+# ISO 13616 registry: country -> IBAN length.
+IBAN_LENGTHS: Dict[str, int] = {
+    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22, "BR": 29,
+    "BY": 28, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DK": 18, "DO": 28, "EE": 20, "EG": 29,
+    "ES": 24, "FI": 18, "FO": 18, "FR": 27, "GB": 22, "GE": 22, "GI": 23, "GL": 18, "GR": 27, "GT": 28,
+    "HR": 21, "HU": 28, "IE": 22, "IL": 23, "IQ": 23, "IS": 26, "IT": 27, "JO": 30, "KW": 30, "KZ": 20,
+    "LB": 28, "LC": 32, "LI": 21, "LT": 20, "LU": 20, "LV": 21, "LY": 25, "MC": 27, "MD": 24, "ME": 22,
+    "MK": 19, "MR": 27, "MT": 31, "MU": 30, "NL": 18, "NO": 15, "PK": 24, "PL": 28, "PS": 29, "PT": 25,
+    "QA": 29, "RO": 24, "RS": 22, "SA": 24, "SC": 31, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "ST": 25,
+    "SV": 28, "TL": 23, "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20,
+}
+_IBAN = r"(?<![A-Za-z0-9])([A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30})"
+
+
+def iban_ok(compact: str) -> bool:
+    if IBAN_LENGTHS.get(compact[:2]) != len(compact):
+        return False
+    moved = compact[4:] + compact[:4]
+    number = "".join(str(int(c, 36)) for c in moved)
+    return int(number) % 97 == 1
+
+
+def _iban_check(m: "re.Match[str]") -> bool:
+    text = m.group(1)
+    want = IBAN_LENGTHS.get(text[:2])
+    if want is None:
+        return False
+    compact = ""
+    for i, c in enumerate(text):
+        if c == " ":
+            continue
+        compact += c
+        if len(compact) == want:
+            rest = text[i + 1:]
+            if rest and rest[0] != " ":
+                return False  # the run goes on: part of a longer token
+            return iban_ok(compact)
+    return False
+
+
+_EMAIL_LOCAL = re.compile(r"[A-Za-z0-9._%+-]{1,64}$")
+_EMAIL_DOMAIN = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,8}[A-Za-z]{2,24}(?![A-Za-z0-9-])")
+
+
+class _EmailDetector(Detector):
+    """Found around each ``@`` (a regex starting at every local-part character would be quadratic)."""
+
+    def found(self, text: str) -> bool:
+        at = text.find("@")
+        while at != -1:
+            local = _EMAIL_LOCAL.search(text, max(0, at - 64), at)
+            if local is not None and not local.group(0).startswith(".") and not local.group(0).endswith("."):
+                if _EMAIL_DOMAIN.match(text, at + 1) is not None:
+                    return True
+            at = text.find("@", at + 1)
+        return False
+
+
+_PHONE_INTL = r"(?<![\w+])\+([1-9][\d ().-]{6,22}\d)(?!\d)"
+_PHONE_NANP = (
+    r"(?<![\w.-])([2-9]\d{2})([-. ])[2-9]\d{2}\2\d{4}(?![\d-]|\.\d)",  # 415-555-0132, 415.555.0132
+    r"(?<![\w.-])\([2-9]\d{2}\) ?[2-9]\d{2}[-. ]\d{4}(?![\d-]|\.\d)",  # (415) 555-0132
+)
+
+
+def _phone_check(m: "re.Match[str]") -> bool:
+    if m.re.pattern != _PHONE_INTL:
+        return True
+    body = m.group(1)
+    if re.search(r"[ .-]{2}|[(][^\d]|[^\d][)]", body.replace(") ", ")")):
+        return False  # doubled separators, empty parentheses: not how a number is written
+    digits = "".join(c for c in body if c.isdigit())
+    return 8 <= len(digits) <= 15
+
+
+DETECTORS: Dict[str, Detector] = {
+    d.name: d
+    for d in (
+        Detector("cloud_access_key", "AWS access key ids and secret-key assignments, Google `AIza` API keys, "
+                 "Azure storage `AccountKey=`", (_AWS_ID, _AWS_SECRET, _GOOGLE, _AZURE), _cloud_check),
+        Detector("private_key", "PEM, OpenSSH and PGP private key blocks", (_PRIVATE_KEY,)),
+        Detector("jwt", "JSON Web Tokens (three base64url parts, a JSON header with `alg`)", (_JWT,), _jwt_check),
+        Detector("bearer_token", "`Bearer <token>` credentials (a random-looking token of 20+ characters)",
+                 (_BEARER,), _bearer_check),
+        Detector("model_api_key", "API keys of model providers: OpenAI, Anthropic, Groq, Hugging Face, Replicate, "
+                 "xAI, Perplexity", _MODEL_KEYS, _model_key_check),
+        Detector("credit_card", "payment card numbers: an issuer prefix, a valid length and the Luhn check",
+                 (_CARD,), _card_check),
+        Detector("iban", "IBANs: a registered country, its length, and the mod-97 checksum", (_IBAN,), _iban_check),
+        _EmailDetector("email", "e-mail addresses (`local@domain.tld`)", ()),
+        Detector("phone", "phone numbers: international (`+` and 8-15 digits) or North American "
+                 "(`(415) 555-0132`, `415-555-0132`)", (_PHONE_INTL,) + _PHONE_NANP, _phone_check),
+    )
+}
+
+GROUPS: Dict[str, Tuple[str, ...]] = {
+    "secrets": ("cloud_access_key", "private_key", "jwt", "bearer_token", "model_api_key"),
+    "pii": ("credit_card", "iban", "email", "phone"),
+    "all": tuple(DETECTORS),
+}
+DETECTOR_NAMES: Tuple[str, ...] = tuple(DETECTORS) + tuple(GROUPS)
+
+
+def expand(names: Iterable[str]) -> List[str]:
+    """Detector names with groups expanded, in declaration order, without duplicates."""
+    wanted = set()
+    for n in names:
+        wanted.update(GROUPS.get(n, (n,)))
+    return [n for n in DETECTORS if n in wanted]
+
+
+def scan(text: str, names: Iterable[str]) -> Optional[str]:
+    """The name of the first detector (of ``names``) that finds something in ``text``, or None."""
+    for n in names:
+        if DETECTORS[n].found(text):
+            return n
+    return None
+
+
+__all__ = ["DETECTORS", "GROUPS", "DETECTOR_NAMES", "Detector", "expand", "scan", "luhn_ok", "iban_ok",
+           "IBAN_LENGTHS"]

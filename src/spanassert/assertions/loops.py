@@ -1,0 +1,204 @@
+"""Loops: ``trace_no_repeat``.
+
+Two ways an agent goes round in circles, both judged incrementally:
+
+- *repeats*: the same tool with the same arguments (compared as canonical JSON: key order and
+  whitespace do not matter) more than ``max`` times in the episode, or within any ``window``
+  consecutive calls. Judged when a call's arguments are known (its span end), in that order, and
+  failed at the call that goes over. State: a 128-bit hash and a count per distinct call, at most
+  :data:`MAX_DISTINCT_CALLS` of them (episode-wide) or ``window`` of them (windowed); past the cap
+  new calls are not counted, and a pass becomes ``inconclusive``.
+- *cycles*: a short pattern of tool names (A-B, A-B-C, up to ``cycle_length`` calls, the pattern not
+  itself a repetition) repeated back to back more than ``max`` times. Judged on names in start
+  order, so it fails when the call that completes the extra repetition *starts*. State: the last
+  ``cycle_length`` names and one run length per pattern length.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Deque, Dict, List, Optional
+
+from ..model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
+from .base import NEED_ARGUMENTS, Assertion, BuildContext, Field, register
+from .call_checks import call_ref, calls_of, tool_scope, unfinished
+from .steps import UNREACHABLE_BOUND
+from .values import canonical_digest
+
+# Distinct (tool, arguments) pairs remembered per episode when no window is set.
+MAX_DISTINCT_CALLS = 4096
+MAX_WINDOW = 10_000
+MAX_CYCLE_LENGTH = 8
+
+
+def _ordinal(n: int) -> str:
+    if 10 <= n % 100 <= 20:
+        return f"{n}th"
+    return f"{n}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th') }"
+
+
+def _primitive(pattern: List[str]) -> bool:
+    """Whether ``pattern`` is not a repetition of a shorter pattern (A-B-A-B is, A-B is not)."""
+    n = len(pattern)
+    for d in range(1, n):
+        if n % d == 0 and pattern == pattern[:d] * (n // d):
+            return False
+    return True
+
+
+class NoRepeatState:
+    __slots__ = ("counts", "recent", "overflow", "undecided", "checked", "names", "runs", "first_failure",
+                 "open", "cycled")
+
+    def __init__(self, window: Optional[int], cycle_length: int) -> None:
+        self.counts: Dict[bytes, int] = {}
+        self.recent: Optional[Deque[bytes]] = deque() if window else None
+        self.overflow = 0  # calls not counted because the cap was reached
+        self.undecided = 0  # calls whose arguments were not recorded or not readable
+        self.checked = 0
+        self.names: Deque[str] = deque(maxlen=max(cycle_length, 1))
+        self.runs: List[int] = [0] * (cycle_length + 1)
+        self.first_failure: Optional[str] = None
+        self.open = 0
+        self.cycled = False  # a cycle was reported (once per episode)
+
+
+@register
+class NoRepeatAssertion(Assertion):
+    type_name = "trace_no_repeat"
+    doc = (
+        "Loops. The same tool with the same arguments (canonical JSON) may occur at most `max` times in "
+        "the episode, or within any `window` consecutive calls when `window` is given; and no pattern "
+        "of 2 to `cycle_length` tool names (A-B-A-B...) may repeat back to back more than `max` times. "
+        "A safety rule: a repeat fails at the call that goes over, when its arguments are known (span "
+        "end); a cycle fails when the call that completes the extra repetition starts. Only hashes are "
+        "kept, for at most 4096 distinct calls per episode; past that cap a pass is inconclusive. Also "
+        "inconclusive when a call's arguments were not recorded, or when the episode closed before it "
+        "finished. A `max` no episode reaches, or a `window` no larger than `max` with cycles off, is "
+        "refused (cannot fail)."
+    )
+    fields = {
+        "max": Field({"type": "integer", "minimum": 1}, required=True,
+                     doc="Most identical calls allowed, and most back-to-back repetitions of a pattern."),
+        "window": Field({"type": "integer", "minimum": 2, "maximum": MAX_WINDOW},
+                        doc="Count identical calls only within this many consecutive calls. Default: the whole episode."),
+        "tool": Field({"type": "string", "minLength": 1}, doc="Only calls of this tool (exact name). Default: every call."),
+        "cycle_length": Field({"type": "integer", "minimum": 0, "maximum": MAX_CYCLE_LENGTH}, default=4,
+                              doc="Longest pattern of tool names checked for cycles (0 or 1: no cycle check). Default 4."),
+    }
+
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        self.max: int = values.get("max") or UNREACHABLE_BOUND
+        self.window: Optional[int] = values.get("window")
+        self.tool: Optional[str] = values.get("tool")
+        cycle = values.get("cycle_length")
+        self.cycle_length: int = 4 if cycle is None else int(cycle)
+        if self.tool is not None or self.cycle_length < 2:
+            self.cycle_length = 0  # one tool name cannot form a pattern of two different calls
+        self.tools = tool_scope(self.tool)
+        self.needs = frozenset((NEED_ARGUMENTS,))
+
+    def ineffective_reason(self) -> Optional[str]:
+        if self.max >= UNREACHABLE_BOUND:
+            return f"`max: {self.max}` is a bound no episode reaches"
+        if self.window is not None and self.window <= self.max and not self.cycle_length:
+            return (f"`window: {self.window}` holds at most {self.window} calls, never more than `max: {self.max}` "
+                    "identical ones, and cycles are not checked")
+        return None
+
+    def new_state(self) -> NoRepeatState:
+        return NoRepeatState(self.window, self.cycle_length)
+
+    # -- cycles, on names at start ---------------------------------------------------------------------
+    def on_call_start(self, state: NoRepeatState, call: ToolCall) -> Optional[Failure]:
+        state.open += 1
+        if not self.cycle_length:
+            return None
+        names = state.names
+        runs = state.runs
+        for p in range(2, self.cycle_length + 1):
+            if len(names) >= p and names[-p] == call.name:
+                runs[p] = min(runs[p] + 1, p * self.max)  # no need to count past the bound
+            else:
+                runs[p] = 0
+        names.append(call.name)
+        if not state.cycled:
+            for p in range(2, self.cycle_length + 1):
+                if runs[p] >= p * self.max and runs[p] % p == 0:
+                    pattern = list(names)[-p:]
+                    if not _primitive(pattern):
+                        continue
+                    reps = runs[p] // p + 1
+                    first = call.index + 1 - p * reps + 1
+                    message = (
+                        f"`{call.name}` called at {call_ref(call)} completes the pattern [{', '.join(pattern)}] "
+                        f"a {_ordinal(reps)} time in a row (from call #{first}); max {self.max} repetition(s)"
+                    )
+                    state.cycled = True
+                    if state.first_failure is None:
+                        state.first_failure = call_ref(call)
+                    return Failure.at(call, message)
+        return None
+
+    # -- repeats, on arguments at end ------------------------------------------------------------------
+    def on_call_end(self, state: NoRepeatState, call: ToolCall) -> Optional[Failure]:
+        state.open = max(0, state.open - 1)
+        if call.arguments_state != CONTENT_OK:
+            state.undecided += 1
+            return None
+        state.checked += 1
+        key = canonical_digest([call.name, call.arguments])
+        counts = state.counts
+        if state.recent is not None:
+            state.recent.append(key)
+            if len(state.recent) > (self.window or 0):
+                old = state.recent.popleft()
+                left = counts[old] - 1
+                if left:
+                    counts[old] = left
+                else:
+                    del counts[old]
+            n = counts.get(key, 0) + 1
+            counts[key] = n
+        else:
+            old = counts.get(key, 0)
+            if old > self.max:
+                return None  # reported at the call that went over; the count stops there
+            if not old and len(counts) >= MAX_DISTINCT_CALLS:
+                state.overflow += 1
+                return None
+            n = counts[key] = old + 1
+        if n != self.max + 1:
+            return None  # under the bound, or already reported at the call that went over
+        within = f" within {self.window} consecutive calls" if self.window else ""
+        if state.first_failure is None:
+            state.first_failure = call_ref(call)
+        return Failure.at(
+            call,
+            f"`{call.name}` called at {call_ref(call)} with the same arguments as {n - 1} earlier call(s){within}; "
+            f"max {self.max} identical call(s)",
+        )
+
+    def on_close(self, state: NoRepeatState, episode: EpisodeView) -> Outcome:
+        subject = calls_of(self.tool)
+        if state.first_failure is not None:
+            return Outcome.failed(f"the agent looped: first at {state.first_failure}")
+        if state.overflow:
+            return Outcome.inconclusive(
+                f"{state.overflow} of the {subject} were not compared: more than {MAX_DISTINCT_CALLS} distinct "
+                "calls in the episode (the cap on what this rule remembers)"
+            )
+        if state.undecided:
+            return Outcome.inconclusive(
+                f"{state.undecided} of the {subject} had arguments that were not recorded or could not be parsed, "
+                "so whether they repeat an earlier call is unknown"
+            )
+        if state.open:
+            return Outcome.inconclusive(f"{state.open} of the {subject} had not ended when the episode closed")
+        seen = f"no call repeated more than {self.max} time(s) in {state.checked} {subject}"
+        if not episode.decidable:
+            return Outcome.inconclusive(f"{seen} so far, but {unfinished(episode)}")
+        return Outcome.passed(seen)
+
+
+__all__ = ["NoRepeatAssertion", "MAX_DISTINCT_CALLS"]

@@ -1,0 +1,118 @@
+"""Reading recorded values without keeping them: canonical hashes, leaves with their paths, and
+argument paths (``customer.email``, ``items.*.id``).
+
+Shared by the rules that compare or scan recorded content (loops, data flow, detectors). Every walk
+is bounded (depth and leaf count): past a bound the caller is told, and its rule is inconclusive
+rather than passed.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, Iterator, List, Optional, Tuple
+
+# A walk stops after this many leaves or this depth; the caller learns it was cut.
+MAX_LEAVES = 10_000
+MAX_DEPTH = 64
+
+PATH_PATTERN = r"^[^.\s]+(\.[^.\s]+)*$"
+PATH_SCHEMA = {"type": "string", "pattern": PATH_PATTERN}
+
+
+def canonical_json(value: Any) -> str:
+    """One text per value: keys sorted, no insignificant whitespace, non-ASCII kept."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def digest(text: str) -> bytes:
+    """A 128-bit hash of ``text``: what rules keep instead of recorded values."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def canonical_digest(value: Any) -> bytes:
+    return digest(canonical_json(value))
+
+
+def parse_path(path: Optional[str]) -> Tuple[str, ...]:
+    """``a.b.*.c`` -> ("a", "b", "*", "c"); None or "" -> () (the whole value)."""
+    if not path:
+        return ()
+    return tuple(path.split("."))
+
+
+def show_path(parts: List[Any]) -> str:
+    """How a message names a location inside a value: ``$``, ``$.to``, ``$.items[2].id``."""
+    out = "$"
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif re.match(r"^[A-Za-z_][A-Za-z0-9_-]*$", p):
+            out += f".{p}"
+        else:
+            out += "[" + json.dumps(p, ensure_ascii=True)[:40] + "]"
+    return out
+
+
+class Walk:
+    """The leaves of a value (strings, numbers, booleans, nulls) with their paths, under an optional
+    selecting path; ``cut`` is True afterwards when a bound stopped the walk early."""
+
+    __slots__ = ("cut",)
+
+    def __init__(self) -> None:
+        self.cut = False
+
+    def leaves(self, value: Any, select: Tuple[str, ...] = ()) -> Iterator[Tuple[List[Any], Any]]:
+        count = 0
+        stack: List[Tuple[List[Any], Any, int]] = [([], value, 0)]
+        while stack:
+            path, node, depth = stack.pop()
+            if depth < len(select):
+                key = select[depth]
+                if isinstance(node, dict):
+                    items = list(node.items()) if key == "*" else ([(key, node[key])] if key in node else [])
+                elif isinstance(node, list):
+                    if key == "*":
+                        items = list(enumerate(node))
+                    elif key.isdigit() and int(key) < len(node):
+                        items = [(int(key), node[int(key)])]
+                    else:
+                        items = []
+                else:
+                    items = []
+                for k, v in reversed(items):
+                    stack.append((path + [k], v, depth + 1))
+                continue
+            if isinstance(node, dict):
+                if depth >= MAX_DEPTH + len(select):
+                    self.cut = True
+                    continue
+                for k, v in reversed(list(node.items())):
+                    stack.append((path + [k], v, depth + 1))
+                continue
+            if isinstance(node, list):
+                if depth >= MAX_DEPTH + len(select):
+                    self.cut = True
+                    continue
+                for i in range(len(node) - 1, -1, -1):
+                    stack.append((path + [i], node[i], depth + 1))
+                continue
+            count += 1
+            if count > MAX_LEAVES:
+                self.cut = True
+                return
+            yield path, node
+
+
+__all__ = [
+    "MAX_LEAVES",
+    "MAX_DEPTH",
+    "PATH_SCHEMA",
+    "Walk",
+    "canonical_json",
+    "canonical_digest",
+    "digest",
+    "parse_path",
+    "show_path",
+]

@@ -1,0 +1,114 @@
+from __future__ import annotations
+
+from typing import Any, Dict
+
+import pytest
+from assertion_driver import Call, Episode, build, drive, footprint, ok
+
+from spanassert.assertions.loops import MAX_DISTINCT_CALLS
+from spanassert.config import load_config
+from spanassert.model import CloseReason, ConfigError, Verdict
+
+NO_CYCLES: Dict[str, Any] = {"type": "trace_no_repeat", "max": 2, "cycle_length": 0}
+
+
+def test_the_same_call_over_max_fails_at_the_call_that_goes_over() -> None:
+    calls = [ok("search", {"q": "x", "n": 1}), ok("search", {"n": 1, "q": "x"}), ok("search", {"q": "y"}),
+             ok("search", {"q": "x", "n": 1}), ok("search", {"q": "x", "n": 1})]
+    run = drive(NO_CYCLES, calls)
+    assert [(r.phase, r.position) for r in run.failures] == [("end", 3)]
+    assert run.first.failure.message == (
+        "`search` called at call #4 (span 0000000000000004) with the same arguments as 2 earlier call(s); "
+        "max 2 identical call(s)")
+    assert run.outcome.verdict is Verdict.FAILED
+
+
+def test_key_order_and_whitespace_do_not_make_calls_different_but_values_do() -> None:
+    same = [ok("a", '{"x": 1, "y": [1, 2]}'), ok("a", '{"y":[1,2],"x":1}'), ok("a", {"x": 1, "y": [1, 2]})]
+    assert drive(NO_CYCLES, same).verdict is Verdict.FAILED
+    different = [ok("a", {"x": 1}), ok("a", {"x": 1.5}), ok("a", {"x": "1"}), ok("b", {"x": 1}), ok("a", {"x": 1})]
+    assert drive(NO_CYCLES, different).verdict is Verdict.PASSED
+
+
+def test_window_counts_only_recent_calls() -> None:
+    spec = dict(NO_CYCLES, window=4)
+    spread = [ok("a", {"q": 1}), ok("b", {}), ok("c", {}), ok("a", {"q": 1}), ok("d", {}), ok("e", {}), ok("a", {"q": 1})]
+    assert drive(spec, spread).verdict is Verdict.PASSED
+    close = [ok("a", {"q": 1}), ok("b", {}), ok("a", {"q": 1}), ok("a", {"q": 1})]
+    run = drive(spec, close)
+    assert run.first.position == 3
+    assert "within 4 consecutive calls" in run.first.failure.message
+
+
+def test_cycles_of_tool_names_fail_when_the_extra_repetition_starts() -> None:
+    spec = {"type": "trace_no_repeat", "max": 2}
+    calls = [ok("plan", {"i": i}) if i % 2 == 0 else ok("act", {"i": i}) for i in range(6)]
+    run = drive(spec, calls)
+    assert [(r.phase, r.position) for r in run.failures] == [("start", 5)]
+    assert run.first.failure.message == (
+        "`act` called at call #6 (span 0000000000000006) completes the pattern [plan, act] a 3rd time in a row "
+        "(from call #1); max 2 repetition(s)")
+    three = ["a", "b", "c"] * 3
+    run = drive({"type": "trace_no_repeat", "max": 2}, [ok(n, {"i": i}) for i, n in enumerate(three)])
+    assert run.first.position == 8 and "[a, b, c]" in run.first.failure.message
+    assert drive(spec, [ok(n, {"i": i}) for i, n in enumerate(["a", "b", "a", "b", "c", "a", "b"])]).verdict is Verdict.PASSED
+
+
+def test_a_run_of_one_tool_is_not_a_cycle() -> None:
+    calls = [ok("poll", {"i": i}) for i in range(10)]
+    assert drive({"type": "trace_no_repeat", "max": 2}, calls).verdict is Verdict.PASSED
+
+
+def test_unrecorded_arguments_make_a_pass_inconclusive() -> None:
+    run = drive(NO_CYCLES, [ok("a", {"q": 1}), Call("a")])
+    assert run.verdict is Verdict.INCONCLUSIVE
+    assert "not recorded" in run.outcome.message
+
+
+def test_a_cut_short_episode_is_inconclusive() -> None:
+    assert drive(NO_CYCLES, [ok("a", {})], close=CloseReason.SHUTDOWN).verdict is Verdict.INCONCLUSIVE
+
+
+def test_past_the_cap_a_pass_is_inconclusive_and_state_stays_bounded() -> None:
+    a = build(NO_CYCLES)
+    ep = Episode(a)
+    ep.play([ok("a", {"i": i}) for i in range(MAX_DISTINCT_CALLS + 10)])
+    assert len(ep.state.counts) == MAX_DISTINCT_CALLS
+    size = footprint(ep.state)
+    ep.play([ok("a", {"i": -i}) for i in range(1, 2000)])
+    assert footprint(ep.state) == size
+    run = ep.close()
+    assert run.verdict is Verdict.INCONCLUSIVE
+    assert f"more than {MAX_DISTINCT_CALLS} distinct calls" in run.outcome.message
+    # A call already remembered still fails when it goes over.
+    ep = Episode(a)
+    ep.play([ok("a", {"i": 0}), ok("a", {"i": 0})] + [ok("a", {"i": i}) for i in range(1, MAX_DISTINCT_CALLS + 5)])
+    ep.play([ok("a", {"i": 0})])
+    assert ep.close().verdict is Verdict.FAILED
+
+
+def test_windowed_state_is_bounded_by_the_window() -> None:
+    ep = Episode(build(dict(NO_CYCLES, window=50)))
+    ep.play([ok("a", {"i": i}) for i in range(1000)])
+    size = footprint(ep.state)
+    ep.play([ok("a", {"i": i}) for i in range(1000, 5000)])
+    assert footprint(ep.state) == size
+
+
+def test_arguments_never_appear_in_messages() -> None:
+    run = drive(dict(NO_CYCLES, evidence="all"), [ok("a", {"token": "sk-live-secret"})] * 3)
+    assert all("sk-live" not in m for m in run.messages)
+
+
+@pytest.mark.parametrize("extra, why", [
+    ({"max": 4294967295}, "no episode reaches"),
+    ({"max": 3, "window": 3, "cycle_length": 0}, "never more than"),
+    ({"max": 3, "window": 2, "tool": "a"}, "never more than"),
+])
+def test_rules_that_cannot_fail_are_refused_at_load(extra: Dict[str, Any], why: str) -> None:
+    fields = "".join(f"        {k}: {v}\n" for k, v in extra.items())
+    text = f"version: 1\ntests:\n  - id: t\n    assertions:\n      - type: trace_no_repeat\n{fields}"
+    with pytest.raises(ConfigError) as info:
+        load_config(text)
+    d = [d for d in info.value.diagnostics if d.code == "E_ASSERT_INEFFECTIVE"]
+    assert d and why in d[0].message

@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+import pytest
+from assertion_driver import Call, build, drive, ok
+
+from spanassert.config import load_config
+from spanassert.model import CloseReason, ConfigError, EpisodeView, Verdict
+
+CARD = "4111 1111 1111 1111"
+KEY = "AKIAIOSFODNN7EXAMPLE"
+SPEC: Dict[str, Any] = {"type": "trace_no_sensitive_data"}
+
+
+def test_a_finding_in_arguments_fails_at_the_call_naming_detector_and_path_never_the_value() -> None:
+    for evidence in ("none", "arguments", "all"):
+        run = drive(dict(SPEC, evidence=evidence), [ok("search", {"q": "shoes"}),
+                                                    Call("pay", {"order": 1, "card": {"number": CARD}}, args_at="end")])
+        assert [(r.phase, r.position) for r in run.failures] == [("end", 1)]
+        assert run.first.failure.message == (
+            "credit_card found in the arguments of `pay` at $.card.number, call #2 (span 0000000000000002) "
+            "(the value is never shown)")
+        assert all("1111" not in m for m in run.messages)
+
+
+def test_detectors_and_tools_narrow_the_scan() -> None:
+    calls = [ok("login", {"key": KEY}), ok("pay", {"card": CARD})]
+    assert drive(dict(SPEC, detectors=["pii"], tools=["login"]), calls).verdict is Verdict.PASSED
+    run = drive(dict(SPEC, detectors=["secrets"]), calls)
+    assert run.first.position == 0 and "cloud_access_key" in run.first.failure.message
+    run = drive(dict(SPEC, detectors=["credit_card"]), calls)
+    assert run.first.position == 1
+
+
+def test_results_are_scanned_when_asked() -> None:
+    calls = [ok("crm", {"id": 1}, result={"rows": [{"mail": "jane@example.com"}]})]
+    assert drive(SPEC, calls).verdict is Verdict.PASSED
+    run = drive(dict(SPEC, **{"in": "results"}), calls)
+    assert "email found in the result of `crm` at $.rows[0].mail" in run.first.failure.message
+    # A result cut short is still scanned; what is found fails, nothing found is not a pass.
+    cut = [ok("crm", {}, result='{"rows": [{"mail": "jane@example.com", "n')]
+    assert drive(dict(SPEC, **{"in": "results"}), cut).verdict is Verdict.FAILED
+    cut = [ok("crm", {}, result='{"rows": [{"mail": "nobody", "n')]
+    assert drive(dict(SPEC, **{"in": "results"}), cut).verdict is Verdict.INCONCLUSIVE
+
+
+def test_output_is_scanned_at_close() -> None:
+    a = build(dict(SPEC, **{"in": "output"}))
+    assert a.tools == frozenset()
+    state = a.new_state()
+    view = EpisodeView()
+    view.decidable = True
+    view.root_span_id = "00000000000000aa"
+    view.final_output, view.final_output_state = "Your key is " + KEY, "ok"
+    out = a.on_close(state, view)
+    assert out.verdict is Verdict.FAILED and out.span_id == "00000000000000aa"
+    assert KEY not in out.message
+    view.final_output = "All done."
+    assert a.on_close(a.new_state(), view).verdict is Verdict.PASSED
+    view.final_output, view.final_output_state = None, "missing"
+    assert a.on_close(a.new_state(), view).verdict is Verdict.INCONCLUSIVE
+
+
+@pytest.mark.parametrize("calls", [[Call("pay", status="ok")], [ok("pay", "{\"card\": \"41")]])
+def test_unrecorded_or_unparsable_arguments_are_inconclusive(calls: List[Call]) -> None:
+    assert drive(SPEC, calls).verdict is Verdict.INCONCLUSIVE
+
+
+def test_too_long_to_scan_is_inconclusive() -> None:
+    assert drive(SPEC, [ok("pay", {"blob": "x" * 100_001})]).verdict is Verdict.INCONCLUSIVE
+
+
+def test_nothing_to_scan_is_not_applicable_and_cut_short_is_inconclusive() -> None:
+    assert drive(SPEC, []).verdict is Verdict.NOT_APPLICABLE
+    assert drive(SPEC, [ok("a", {"q": 1})], close=CloseReason.EVICTED).verdict is Verdict.INCONCLUSIVE
+
+
+def test_tools_with_output_only_is_refused() -> None:
+    text = ("version: 1\ntests:\n  - id: t\n    assertions:\n      - type: trace_no_sensitive_data\n"
+            "        in: output\n        tools: [a]\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(text)
+    assert "E_CFG_VALUE" in [d.code for d in info.value.diagnostics]
+
+
+def test_unknown_detector_is_refused() -> None:
+    text = ("version: 1\ntests:\n  - id: t\n    assertions:\n      - type: trace_no_sensitive_data\n"
+            "        detectors: [emial]\n")
+    with pytest.raises(ConfigError):
+        load_config(text)
+
+
+# -- inside args_match --------------------------------------------------------------------------------
+
+
+def test_args_match_detector_selects_calls_and_never_shows_the_value() -> None:
+    spec = {"type": "trace_must_not_call_tool", "tool": "send_email", "args_match": {"to": {"detector": "email"}},
+            "evidence": "arguments"}
+    run = drive(spec, [ok("send_email", {"to": "ops-team"}), ok("send_email", {"to": "jane@example.com"})])
+    assert [r.position for r in run.failures] == [1]
+    assert run.first.failure.message == (
+        "`send_email` called at call #2 (span 0000000000000002) with arguments matching to has email; "
+        "such calls are forbidden")
+    mixed = dict(spec, args_match={"to": {"detector": "pii"}, "subject": "^urgent"})
+    assert drive(mixed, [ok("send_email", {"to": "+44 20 7946 0958", "subject": "later"})]).verdict is Verdict.PASSED
+    assert drive(mixed, [ok("send_email", {"to": "+44 20 7946 0958", "subject": "urgent"})]).verdict is Verdict.FAILED
+
+
+def test_args_match_detector_in_a_sequence_rule_loads_and_applies() -> None:
+    text = """
+version: 1
+tests:
+  - id: t
+    expected:
+      type: sequence_valid
+      rules:
+        - type: never_after
+          trigger: read_secrets
+          forbidden: {tool: http_post, args_match: {body: {detector: secrets}}}
+"""
+    config = load_config(text)
+    assert config.tests[0].trace_assertions
+    with pytest.raises(ConfigError):
+        load_config(text.replace("detector: secrets", "detector: secretz"))
