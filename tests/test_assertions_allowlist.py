@@ -4,7 +4,7 @@ import pytest
 from assertion_driver import ConfigRefused, build, drive, ok
 
 from spanassert.config import load_config
-from spanassert.model import CloseReason, ConfigError, Verdict
+from spanassert.core.model import CloseReason, ConfigError, Verdict
 
 
 def test_listed_tools_pass() -> None:

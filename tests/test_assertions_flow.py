@@ -7,7 +7,7 @@ from assertion_driver import ARGS_AT_START, Call, Episode, build, drive, footpri
 
 from spanassert.assertions.flow import MAX_FLOW_SOURCES
 from spanassert.config import load_config
-from spanassert.model import CloseReason, ConfigError, Verdict
+from spanassert.core.model import CloseReason, ConfigError, Verdict
 
 EMAIL = "jane.customer@example.org"
 SPEC: Dict[str, Any] = {"type": "trace_no_flow", "from": {"tool": "lookup_customer"}, "to": {"tool": "send_email"},

@@ -7,7 +7,7 @@ from assertion_driver import Call, Episode, build, drive, footprint, ok
 
 from spanassert.assertions.loops import MAX_DISTINCT_CALLS
 from spanassert.config import load_config
-from spanassert.model import CloseReason, ConfigError, Verdict
+from spanassert.core.model import CloseReason, ConfigError, Verdict
 
 NO_CYCLES: Dict[str, Any] = {"type": "trace_no_repeat", "max": 2, "cycle_length": 0}
 

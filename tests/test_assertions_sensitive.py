@@ -6,7 +6,7 @@ import pytest
 from assertion_driver import Call, build, drive, ok
 
 from spanassert.config import load_config
-from spanassert.model import CloseReason, ConfigError, EpisodeView, Verdict
+from spanassert.core.model import CloseReason, ConfigError, EpisodeView, Verdict
 
 CARD = "4111 1111 1111 1111"
 KEY = "AKIAIOSFODNN7EXAMPLE"

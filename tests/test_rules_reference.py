@@ -19,7 +19,7 @@ from test_readme import YAML_BLOCKS, rules_text
 
 from spanassert import AssertionSpanProcessor
 from spanassert.config import load_config
-from spanassert.model import Verdict
+from spanassert.core.model import Verdict
 from spanassert.replay import replay
 
 # (tool, arguments, result); None leaves the attribute unset.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, FrozenSet, Optional, Pattern
 
-from ..model import EpisodeView, Failure, Outcome, ToolCall
+from ..core.model import EpisodeView, Failure, Outcome, ToolCall
 from .base import Assertion, BuildContext, Field, register
 from .call_checks import call_ref, unfinished
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
+from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, NEED_RESULT, Assertion, BuildContext, Field, register
 from .call_checks import call_ref, unfinished
 from .selectors import MAX_MATCH_CHARS

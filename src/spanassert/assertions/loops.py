@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Deque, Dict, List, Optional
 
-from ..model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
+from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, Assertion, BuildContext, Field, register
 from .call_checks import call_ref, calls_of, tool_scope, unfinished
 from .steps import UNREACHABLE_BOUND
