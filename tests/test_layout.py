@@ -115,3 +115,21 @@ def test_the_check_sees_every_import_form(tmp_path: Path, source: str, expected:
     (root / "__init__.py").write_text("", encoding="utf-8")
     (root / "core" / "planted.py").write_text(source, encoding="utf-8")
     assert ("core", expected) in [(src, dst) for _, src, dst in _edges(root)]
+
+
+def test_from_spanassert_import_replay_is_callable_after_the_package_was_imported(tmp_path: Path) -> None:
+    # `spanassert replay` imports spanassert.replay.cli first; the README's `from spanassert import
+    # replay` must still give something that replays (a fresh interpreter: import order matters).
+    import subprocess
+    import sys
+
+    code = (
+        "import spanassert.replay.cli\n"
+        "from spanassert import replay\n"
+        "report = replay('examples/rules.yaml', ['examples/recorded/support-agent.jsonl'])\n"
+        "print(type(report).__name__, report.exit_code())\n"
+    )
+    root = SRC.parent.parent
+    out = subprocess.run([sys.executable, "-c", code], cwd=str(root), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["Report", "1"]
