@@ -12,22 +12,8 @@ from spanassert.assertions import ASSERTION_TYPES
 from spanassert.assertions.base import BuildContext
 from spanassert.core.model import STATUS_ERROR
 
-FAMILY = [
-    "trace_must_call_tool",
-    "trace_must_not_call_tool",
-    "trace_tool_sequence",
-    "trace_trajectory",
-    "trace_max_steps",
-    "trace_max_tool_calls",
-    "trace_tool_status",
-    "trace_tool_duration",
-    "trace_args_valid",
-    "trace_tool_result",
-    "trace_only_tools",
-    "trace_no_repeat",
-    "trace_no_flow",
-    "trace_no_sensitive_data",
-]
+# The family: every registered type evaluated over episodes (the registry is the only list).
+FAMILY = sorted(name for name, cls in ASSERTION_TYPES.items() if cls.scope == "trace")
 
 
 @pytest.mark.parametrize("type_name", FAMILY)
@@ -168,6 +154,10 @@ def _state_after(spec: Dict[str, Any], event: Any, n: int) -> int:
     ep = Episode(build(spec))
     ep.play([event] * n)
     return footprint(ep.state)
+
+
+def test_every_type_of_the_family_has_a_state_size_case() -> None:
+    assert sorted({spec["type"] for spec, _ in STATE_CASES}) == FAMILY
 
 
 @pytest.mark.parametrize("spec, event", STATE_CASES, ids=[c[0]["type"] for c in STATE_CASES])

@@ -25,7 +25,7 @@ import hashlib
 import hmac
 import json
 import re
-from typing import Any, ClassVar, Dict, FrozenSet, Iterable, List, Mapping, Optional, Pattern, Type
+from typing import Any, ClassVar, Dict, FrozenSet, Iterable, List, Mapping, Optional, Pattern, Tuple, Type
 
 from ..core.model import MISSING, EpisodeView, Failure, Outcome, ToolCall, Verdict
 
@@ -278,32 +278,57 @@ class BuildContext:
 
 
 class Assertion:
-    """Base class of every assertion type (see the module docstring)."""
+    """Base class of every assertion type (see the module docstring).
 
+    The contract is declared here once: every attribute the engine, the loader or a front door
+    reads from an assertion is a typed attribute of this class with its default, so a type states
+    only where it differs. :data:`CAPABILITIES` lists the ones the engine reads to plan an episode;
+    tests/test_assertions_declared.py fails when the engine reads anything not declared here.
+    """
+
+    # -- what the type is (loader, `spanassert schema`, docs) -----------------------------------
     type_name: ClassVar[str] = ""
     fields: ClassVar[Dict[str, Field]] = {}
+    doc: ClassVar[str] = ""
     # "trace": evaluated over episodes; "unit": evaluated once at load from supplied test data.
     scope: ClassVar[str] = "trace"
+    # False for names accepted for compatibility but refused at load (E_CFG_NOT_EXECUTABLE).
+    executable: ClassVar[bool] = True
+
+    # -- capabilities the engine reads (a type overrides what differs; __init__ may set the
+    # per-instance ones from the rule's values) ------------------------------------------------
     # True for liveness rules, decided when the episode closes (must_call, sequences, ...).
     decides_on_close: ClassVar[bool] = False
-    doc: ClassVar[str] = ""
+    # True when a failure at a call depends on that call alone: serve checks such rules on each
+    # tool span as it arrives, before the trace is assembled (Engine.precheck).
+    order_free: ClassVar[bool] = False
+    # Which calls this assertion reacts to: a set of tool names, or None for every call.
+    tools: Optional[FrozenSet[str]] = None
+    # What it needs recorded (NEED_*); the engine decodes nothing a rule does not need.
+    needs: FrozenSet[str] = frozenset()
+    # Whether it reacts to model steps (trace_max_steps).
+    wants_steps: bool = False
+    # Whether its ``on_call_start`` can fail on a call's tool name alone (a forbidden tool): the
+    # live processor then evaluates such a call's start before the tool runs, even when it
+    # evaluates everything else on its background thread.
+    reports_at_start: bool = False
+
+    CAPABILITIES: ClassVar[Tuple[str, ...]] = (
+        "decides_on_close", "order_free", "tools", "needs", "wants_steps", "reports_at_start",
+    )
+
+    # -- identity, set by __init__ ----------------------------------------------------------------
+    test_id: str
+    index: int
+    name: Optional[str]  # the rule's `id`
+    evidence: str
 
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         self.test_id = test_id
         self.index = index
-        self.name: Optional[str] = values.get("id")
-        self.evidence: str = values.get("evidence") or EVIDENCE_NONE
+        self.name = values.get("id")
+        self.evidence = values.get("evidence") or EVIDENCE_NONE
         self._evidence_key = ctx.evidence_key
-        # Which calls this assertion reacts to: a set of tool names, or None for every call.
-        self.tools: Optional[FrozenSet[str]] = None
-        # What it needs recorded; the engine decodes nothing a rule does not need.
-        self.needs: FrozenSet[str] = frozenset()
-        # Whether it reacts to model steps (trace_max_steps).
-        self.wants_steps = False
-        # Whether its ``on_call_start`` can fail on a call's tool name alone (a forbidden tool): the
-        # live processor then evaluates such a call's start before the tool runs, even when it
-        # evaluates everything else on its background thread.
-        self.reports_at_start = False
 
     # -- evaluation (override what applies) ----------------------------------------------------
     def ineffective_reason(self) -> Optional[str]:

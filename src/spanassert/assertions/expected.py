@@ -818,6 +818,7 @@ class SequenceValidExpected(Assertion):
 def _not_executable(type_name: str, fields: Dict[str, Field], why: str, hint: str) -> type:
     class NotExecutable(Assertion):
         doc = f"Not executable by spanassert: {why}"
+        executable = False
 
         def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
             super().__init__(test_id, index, values, ctx)

@@ -595,7 +595,7 @@ class Engine:
             slots: List[_Slot] = []
             for s in self._slots_all:
                 a = s.assertion
-                if getattr(a, "order_free", False) and not a.decides_on_close and s.test.match is None:
+                if a.order_free and not a.decides_on_close and s.test.match is None:
                     slots.append(_Slot(len(slots), s.test, a))
             plan = _Plan(slots, [])
             self._plans[_PRECHECK_KEY] = plan

@@ -1,0 +1,164 @@
+"""One declared Assertion contract, one list of types, no undocumented type.
+
+- Every capability the engine reads from an assertion is a typed attribute of the base class with a
+  default (a type says only where it differs). Checked two ways: statically (Assertion.CAPABILITIES
+  are annotated and have defaults) and by watching: every documented rule runs through the real
+  engine (live processor, replay, serve's precheck) inside a spy that records which attributes the
+  core and the front doors read; each must be declared on Assertion.
+- The registries are the only list of types: every registered type is documented (README.md or
+  docs/), and every documented block that uses it loads (tests/test_readme.py runs them)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Set, Tuple, Type
+
+import pytest
+import yaml
+from test_readme import YAML_BLOCKS, Block, first_line_marker, rules_text
+
+from spanassert.assertions import ASSERTION_TYPES, EXPECTED_TYPES, Assertion
+from spanassert.config import load_config
+from spanassert.config.model import Config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# -- the contract, statically ---------------------------------------------------------------------
+@pytest.mark.parametrize("name", Assertion.CAPABILITIES)
+def test_every_capability_is_a_typed_attribute_of_the_base_class_with_a_default(name: str) -> None:
+    assert name in Assertion.__annotations__, f"Assertion.{name} has no type"
+    assert name in vars(Assertion), f"Assertion.{name} has no default on the base class"
+
+
+def _all_types() -> List[Tuple[str, Type[Assertion]]]:
+    return [(f"assertions:{n}", c) for n, c in sorted(ASSERTION_TYPES.items())] + \
+           [(f"expected:{n}", c) for n, c in sorted(EXPECTED_TYPES.items())]
+
+
+@pytest.mark.parametrize("where, cls", _all_types(), ids=[w for w, _ in _all_types()])
+def test_a_type_overrides_capabilities_only_with_values_of_the_declared_kind(where: str, cls: Type[Assertion]) -> None:
+    assert issubclass(cls, Assertion) and cls.type_name and cls.doc, where
+    for name in ("decides_on_close", "order_free", "executable"):
+        assert isinstance(getattr(cls, name), bool), f"{where}: {name} = {getattr(cls, name)!r}"
+    assert cls.scope in ("trace", "unit"), where
+
+
+# -- the docs -------------------------------------------------------------------------------------
+def _documented_types() -> Tuple[Set[str], Set[str], str]:
+    """(assertion types, expected types) used by a YAML block that loads, and all the docs' text."""
+    assertion_types: Set[str] = set()
+    expected_types: Set[str] = set()
+    for block in YAML_BLOCKS:
+        if first_line_marker(block.text, "expect") is not None:
+            continue  # a refused example documents a refusal, not the type
+        doc = yaml.safe_load(rules_text(block))
+        for test in (doc or {}).get("tests") or []:
+            for a in test.get("assertions") or []:
+                if isinstance(a, dict) and isinstance(a.get("type"), str):
+                    assertion_types.add(a["type"])
+            expected = test.get("expected")
+            if isinstance(expected, dict) and isinstance(expected.get("type"), str):
+                expected_types.add(expected["type"])
+    text = "\n".join(p.read_text(encoding="utf-8") for p in sorted({b.doc for b in YAML_BLOCKS}))
+    return assertion_types, expected_types, text
+
+
+@pytest.mark.parametrize("where, cls", _all_types(), ids=[w for w, _ in _all_types()])
+def test_every_registered_type_is_documented_with_an_example(where: str, cls: Type[Assertion]) -> None:
+    assertion_types, expected_types, text = _documented_types()
+    if not cls.executable:
+        # Accepted names that are refused at load: the docs name them and say why.
+        assert f"`{cls.type_name}`" in text, f"{where} is registered but the docs never name it"
+        return
+    documented = assertion_types if where.startswith("assertions:") else expected_types
+    assert cls.type_name in documented, (
+        f"{where} is registered but no YAML block in README.md or docs/ uses it; add an entry with an "
+        f"example (see docs/adding-an-assertion-type.md)")
+
+
+def test_the_docs_check_sees_a_missing_type() -> None:
+    # A registered type nobody documented must be caught.
+    class Undocumented(Assertion):
+        type_name = "trace_nobody_documented_this"
+        doc = "Never fails; never inconclusive."
+
+    with pytest.raises(AssertionError, match="no YAML block in README.md or docs/ uses it"):
+        test_every_registered_type_is_documented_with_an_example("assertions:trace_nobody_documented_this",
+                                                                  Undocumented)
+
+
+# -- the contract, watched ------------------------------------------------------------------------
+_READ: Dict[str, Set[str]] = {}
+_OUTSIDE = ("spanassert.core", "spanassert.live", "spanassert.replay", "spanassert.serve")
+
+
+def _spy(cls: Type[Assertion]) -> Type[Assertion]:
+    def __getattribute__(self: Any, name: str) -> Any:
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller.startswith(_OUTSIDE):
+            _READ.setdefault(name, set()).add(caller)
+        return object.__getattribute__(self, name)
+
+    return type(cls.__name__, (cls,), {"__getattribute__": __getattribute__})
+
+
+def _documented_configs() -> Iterator[Tuple[Block, Config]]:
+    for block in YAML_BLOCKS:
+        if first_line_marker(block.text, "expect") is not None or "embedder" in block.text:
+            continue
+        yield block, load_config(rules_text(block))
+
+
+def _tools_of(config: Config) -> List[str]:
+    names = {"other_tool"}
+    for t in config.tests:
+        for a in t.trace_assertions:
+            names.update(a.tools or ())
+    return sorted(names)
+
+
+def test_the_engine_reads_only_declared_attributes_of_an_assertion(tmp_path: Path) -> None:
+    from livekit import Rig
+
+    from spanassert.core.engine import Engine, Sink
+    from spanassert.otlp import read_spans
+    from spanassert.otlp.writers import write_jsonl
+    from spanassert.replay import replay_records
+
+    _READ.clear()
+    ran = 0
+    for block, config in _documented_configs():
+        for t in config.tests:
+            for a in t.assertions:
+                a.__class__ = _spy(type(a))
+        tools = _tools_of(config)
+        # Live door: the SDK, the processor, the engine; one episode calling every named tool.
+        rig = Rig(config)
+        with rig.tracer.start_as_current_span("invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}):
+            with rig.tracer.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat"}):
+                pass
+            for tool in tools:
+                with rig.tracer.start_as_current_span(f"execute_tool {tool}", attributes={
+                        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
+                        "gen_ai.tool.call.arguments": json.dumps({"q": 1}),
+                        "gen_ai.tool.call.result": json.dumps({"ok": True})}):
+                    pass
+        rig.provider.shutdown()
+        # Replay, and serve's check of each tool span on arrival: the same spans as records.
+        path = tmp_path / f"{ran}.jsonl"
+        write_jsonl(rig.exporter.get_finished_spans(), path)
+        records = list(read_spans([str(path)]))
+        assert replay_records(config, records).spans_read == len(tools) + 2
+        engine = Engine(config, Sink())
+        for r in records:
+            if "gen_ai.tool.name" in r.attributes:
+                engine.precheck(r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes, r.start_ns,
+                                r.end_ns, r.status_code, r.events)
+        ran += 1
+    assert ran >= 10
+    undeclared = {name: sorted(callers) for name, callers in _READ.items()
+                  if not hasattr(Assertion, name) and name not in Assertion.__annotations__}
+    assert not undeclared, f"read from assertions but not declared on Assertion: {undeclared}"
+    assert set(Assertion.CAPABILITIES) - {"reports_at_start"} <= set(_READ), sorted(_READ)
