@@ -22,6 +22,7 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Set
 
 from .engine import Sink
+from .escaping import escape_control
 from .results import EpisodeResult, Violation
 
 EVENT_NAME = "gen_ai.evaluation.result"
@@ -199,7 +200,7 @@ class Telemetry(Sink):
         text = f"[{v.severity}] {v.test_id} ({v.assertion_type}): {v.message}"
         if self._logger is None:
             level = logging.WARNING if v.severity in ("warning", "info") else logging.ERROR
-            log.log(level, "spanassert violation %s", text,
+            log.log(level, "spanassert violation %s", escape_control(text),
                     extra={"spanassert_violation": v.to_dict()})
             return
         try:

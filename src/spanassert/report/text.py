@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
+from ..core.escaping import escape_control
 from ..core.model import Verdict
 from ..core.report import Report
 from ..core.results import EpisodeResult
@@ -133,4 +134,5 @@ def render_text(report: Report, *, quiet: bool = False, baseline: Optional[Basel
         facts.append(f"overflow {kind}: {k}")
     out.append("; ".join(facts))
     out.append(closing_line(report))
-    return "\n".join(out) + "\n"
+    # Trace keys, root names, messages and issues carry text from spans: one line each, escaped.
+    return "\n".join(map(escape_control, out)) + "\n"
