@@ -7,6 +7,7 @@ from collections import OrderedDict
 from typing import Any, Optional, TextIO, Tuple
 
 from ..core.emit import Telemetry
+from ..core.escaping import escape_control
 from ..core.model import Verdict
 from ..core.report import Report, ReportSink
 from ..core.results import EpisodeResult, Violation
@@ -62,9 +63,10 @@ class ServeSink(Telemetry):
             text = " ".join(v.message.split())
             tool = f" tool={v.tool}" if v.tool else ""
             late = " (late span)" if v.late else ""
+            line = (f"spanassert: violation [{v.severity}] {v.test_id} {v.assertion_type}#{v.assertion_index}"
+                    f"{tool}: {text} (trace {v.trace_id}, span {v.span_id}){late}")
             try:
-                out.write(f"spanassert: violation [{v.severity}] {v.test_id} {v.assertion_type}#{v.assertion_index}"
-                          f"{tool}: {text} (trace {v.trace_id}, span {v.span_id}){late}\n")
+                out.write(escape_control(line) + "\n")
                 out.flush()
             except (OSError, ValueError):
                 pass
