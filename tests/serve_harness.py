@@ -39,15 +39,27 @@ def install_fault_type() -> None:
     @register
     class RaisingAssertion(Assertion):
         type_name = "test_raises"
-        doc = "Test only: raises inside the engine when a call of `tool` starts."
-        fields = {"tool": Field({"type": "string"}, required=True, doc="The tool whose calls raise.")}
+        doc = ("Test only: when a call of `tool` starts, raises RuntimeError (`fault: error`), raises "
+               "SystemExit (`fault: exit`, which ends the engine thread), or sleeps `seconds` (`fault: stall`).")
+        fields = {
+            "tool": Field({"type": "string"}, required=True, doc="The tool whose calls raise."),
+            "fault": Field({"enum": ["error", "exit", "stall"]}, default="error", doc="What happens."),
+            "seconds": Field({"type": "number"}, default=0, doc="How long a stall lasts."),
+        }
 
         def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
             super().__init__(test_id, index, values, ctx)
             self.tool = values["tool"]
+            self.fault = values.get("fault", "error")
+            self.seconds = float(values.get("seconds") or 0)
             self.tools = frozenset((self.tool,))
 
         def on_call_start(self, state: Any, call: Any) -> Optional[Any]:
+            if self.fault == "stall":
+                time.sleep(self.seconds)
+                return None
+            if self.fault == "exit":
+                raise SystemExit(f"injected exit judging {call.name}")
             raise RuntimeError(f"injected fault judging {call.name}")
 
 

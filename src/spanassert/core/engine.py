@@ -447,6 +447,22 @@ class Engine:
             ep.marks = None
         return out
 
+    def abandon(self, trace_id: str) -> Optional[EpisodeResult]:
+        """Close the episode of ``trace_id`` after an error inside spanassert while judging it
+        (``CloseReason.INTERNAL_ERROR``): failures found so far stand, every other rule is
+        inconclusive, since the rest of its evidence was never judged. None when no episode of
+        that trace is open. If closing raises too, the episode is dropped (the caller counts it)."""
+        ep = self.by_trace.get(trace_id)
+        if ep is None or ep.closed:
+            return None
+        try:
+            return self._close(ep, CloseReason.INTERNAL_ERROR)
+        except Exception:
+            if not ep.closed:
+                self._forget(ep)
+            ep.marks = None
+            raise
+
     @property
     def open_count(self) -> int:
         return len(self.open)
@@ -771,6 +787,8 @@ class Engine:
     @staticmethod
     def _downgrade(slot: _Slot, view: EpisodeView, in_flight: List[ToolCall], message: str) -> Tuple[Verdict, str]:
         """A pass that rests on data we did not see is not a pass."""
+        if view.close_reason is CloseReason.INTERNAL_ERROR:
+            return Verdict.INCONCLUSIVE, "judging this episode raised an internal error; the rest of it was not judged"
         if view.unreadable_calls:
             return Verdict.INCONCLUSIVE, (
                 f"{view.unreadable_calls} tool span(s) could not be read (no tool name or unreadable content)"

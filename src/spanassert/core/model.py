@@ -82,6 +82,8 @@ class CloseReason(str, enum.Enum):
     SHUTDOWN = "shutdown"
     EVICTED = "evicted"
     END_OF_INPUT = "end_of_input"
+    # Judging the episode raised inside spanassert: what failed stands, nothing else passes.
+    INTERNAL_ERROR = "internal_error"
 
     def __str__(self) -> str:
         return self.value

@@ -10,6 +10,7 @@ import threading
 from typing import Any, Optional
 
 from .protocol import (
+    DEFAULT_ENGINE_STALL_TIMEOUT,
     DEFAULT_FORWARD_QUEUE_SPANS,
     DEFAULT_GRPC_ENDPOINT,
     DEFAULT_HTTP_ENDPOINT,
@@ -59,6 +60,9 @@ def add_serve_command(sub: Any) -> None:
     p.add_argument("--report-json", metavar="FILE",
                    help="at shutdown, write every verdict and violation (replay's report format) to FILE; "
                         "keeps every episode result in memory, so meant for tests and bounded runs")
+    p.add_argument("--engine-stall-timeout", type=float, default=DEFAULT_ENGINE_STALL_TIMEOUT, metavar="SECONDS",
+                   help="/health answers 503 when the engine thread has not gone round its loop for this long "
+                        f"(one trace taking that long to judge, or a hang; default {DEFAULT_ENGINE_STALL_TIMEOUT:g})")
     p.add_argument("--quiet", action="store_true", help="do not print violations to stderr")
     p.set_defaults(func=run_serve)
 
@@ -71,7 +75,7 @@ def _options_from_args(args: argparse.Namespace) -> ServeOptions:
         grpc_endpoint=endpoint(args.grpc_endpoint), http_endpoint=endpoint(args.http_endpoint),
         max_request_bytes=args.max_request_bytes, queue_size=args.queue_size, settle=args.settle,
         rootless_wait=args.rootless_wait, forward=args.forward, forward_queue_size=args.forward_queue_size,
-        report_json=args.report_json, quiet=args.quiet,
+        report_json=args.report_json, quiet=args.quiet, engine_stall_timeout=args.engine_stall_timeout,
     )
 
 
@@ -97,6 +101,8 @@ def run_serve(args: argparse.Namespace) -> int:
         problems.append(f"--max-request-bytes {options.max_request_bytes}: must be at least 1")
     if options.queue_size < 1:
         problems.append(f"--queue-size {options.queue_size}: must be at least 1")
+    if not options.engine_stall_timeout > 0:
+        problems.append(f"--engine-stall-timeout {options.engine_stall_timeout}: must be > 0 seconds")
     if options.settle < 0:
         problems.append(f"--settle {options.settle}: must be >= 0 seconds")
     if options.forward and not options.forward.startswith(("http://", "https://")):

@@ -21,12 +21,14 @@ def _make_grpc_servicer(receiver: Receiver) -> Any:
 
     class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         def Export(self, request: Any, context: Any) -> Any:  # noqa: N802 - generated name
-            if receiver.stopping:
-                context.abort(grpc.StatusCode.UNAVAILABLE, "spanassert serve is shutting down")
+            down = receiver.unavailable()
+            if down is not None:
+                context.abort(grpc.StatusCode.UNAVAILABLE, down)
             records, errors, wire = receiver.decode_proto(request, "otlp-grpc")
             if not receiver.accept(records, wire, len(errors)):
-                if receiver.stopping:
-                    context.abort(grpc.StatusCode.UNAVAILABLE, "spanassert serve is shutting down")
+                down = receiver.unavailable()
+                if down is not None:
+                    context.abort(grpc.StatusCode.UNAVAILABLE, down)
                 from google.rpc import error_details_pb2
 
                 status = status_message(CODE_RESOURCE_EXHAUSTED, "spanassert serve intake queue is full; retry later", 1)

@@ -92,8 +92,8 @@ def make_http_handler(receiver: Receiver) -> type:
         def do_GET(self) -> None:  # noqa: N802 - stdlib naming
             path = self._path()
             if path == HEALTH_PATH:
-                body = json.dumps(receiver.health()).encode()
-                self._send(200 if not receiver.stopping else 503, body, CT_JSON)
+                health = receiver.health()
+                self._send(200 if health["status"] == "ok" else 503, json.dumps(health).encode(), CT_JSON)
             elif path == TRACES_PATH:
                 self._error(405, CODE_UNIMPLEMENTED, f"{TRACES_PATH} accepts POST only", (("Allow", "POST"),))
             else:
@@ -122,9 +122,9 @@ def make_http_handler(receiver: Receiver) -> type:
                             f"unsupported Content-Type {self.headers.get('Content-Type')!r}: send "
                             f"{CT_PROTOBUF} or {CT_JSON}", close=True)
                 return
-            if receiver.stopping:
-                self._error(503, CODE_UNAVAILABLE, "spanassert serve is shutting down", (("Retry-After", "1"),),
-                            close=True)
+            down = receiver.unavailable()
+            if down is not None:
+                self._error(503, CODE_UNAVAILABLE, down, (("Retry-After", "1"),), close=True)
                 return
             try:
                 body = self._body()
@@ -134,8 +134,8 @@ def make_http_handler(receiver: Receiver) -> type:
                 return
             if not receiver.accept(records, wire, len(errors)):
                 self._error(503, CODE_UNAVAILABLE,
-                            "spanassert serve intake queue is full; retry later" if not receiver.stopping
-                            else "spanassert serve is shutting down", (("Retry-After", "1"),))
+                            receiver.unavailable() or "spanassert serve intake queue is full; retry later",
+                            (("Retry-After", "1"),))
                 return
             self._success(ctype, errors)
 

@@ -15,6 +15,8 @@ DEFAULT_SETTLE_SECONDS = 2.0
 # should not sit on spans for five minutes by default.
 DEFAULT_ROOTLESS_WAIT_CAP = 60.0
 DEFAULT_FORWARD_QUEUE_SPANS = 100_000
+# /health answers 503 when the engine thread has not gone round its loop for this long.
+DEFAULT_ENGINE_STALL_TIMEOUT = 30.0
 
 CT_PROTOBUF = "application/x-protobuf"
 CT_JSON = "application/json"
@@ -70,14 +72,15 @@ def rejection_message(errors: List[Any]) -> str:
 
 class ServeOptions:
     __slots__ = ("grpc_endpoint", "http_endpoint", "max_request_bytes", "queue_size", "settle", "rootless_wait",
-                 "forward", "forward_queue_size", "report_json", "quiet")
+                 "forward", "forward_queue_size", "report_json", "quiet", "engine_stall_timeout")
 
     def __init__(self, *, grpc_endpoint: Optional[str] = DEFAULT_GRPC_ENDPOINT,
                  http_endpoint: Optional[str] = DEFAULT_HTTP_ENDPOINT,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, queue_size: int = DEFAULT_QUEUE_SPANS,
                  settle: float = DEFAULT_SETTLE_SECONDS, rootless_wait: Optional[float] = None,
                  forward: Optional[str] = None, forward_queue_size: int = DEFAULT_FORWARD_QUEUE_SPANS,
-                 report_json: Optional[str] = None, quiet: bool = False) -> None:
+                 report_json: Optional[str] = None, quiet: bool = False,
+                 engine_stall_timeout: float = DEFAULT_ENGINE_STALL_TIMEOUT) -> None:
         self.grpc_endpoint = grpc_endpoint
         self.http_endpoint = http_endpoint
         self.max_request_bytes = max_request_bytes
@@ -88,4 +91,5 @@ class ServeOptions:
         self.forward_queue_size = forward_queue_size
         self.report_json = report_json
         self.quiet = quiet
+        self.engine_stall_timeout = engine_stall_timeout
 

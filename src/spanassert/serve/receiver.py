@@ -46,8 +46,6 @@ class _TraceSide:
         self.wire: Dict[str, Any] = {}
 
 
-
-
 class Receiver:
     """The OTLP receiver: servers, intake queue, engine thread and forwarder (see module doc)."""
 
@@ -80,6 +78,10 @@ class Receiver:
         self.duplicates = 0
         self.open_episodes = 0
         self.buffered_traces = 0
+        self.internal_errors = 0  # traces whose judging raised (each closed inconclusive, the rest judged)
+        # When the engine thread last went round its loop: /health answers 503 once this is older
+        # than options.engine_stall_timeout (a trace that takes that long to judge, or a hang).
+        self.engine_beat = time.monotonic()
         self._engine_thread = threading.Thread(target=self._run_engine, name="spanassert-engine", daemon=True)
         self._engine_error: Optional[BaseException] = None
         self.http_server: Any = None
@@ -138,6 +140,8 @@ class Receiver:
                 f"{self.spans_rejected} rejected, {self.spans_refused} refused (queue full or stopping); "
                 f"{s.episodes_closed} episode(s) decided ({s.episodes_failed} failed, "
                 f"{s.episodes_inconclusive} inconclusive); {s.violations_reported} violation(s)")
+        if self.internal_errors:
+            text += f"; {self.internal_errors} internal error(s) (see the log)"
         if self.forwarder is not None:
             text += f"; forwarded {self.forwarder.sent} span(s), dropped {self.forwarder.dropped}"
         return text
@@ -152,15 +156,37 @@ class Receiver:
             "spans_rejected": self.spans_rejected,
             "spans_refused": self.spans_refused,
             "duplicate_spans": self.duplicates,
+            "internal_errors": self.internal_errors,
             "violations_reported": self.sink.violations_reported,
             "forwarded_spans": self.forwarder.sent if self.forwarder else 0,
             "forward_dropped_spans": self.forwarder.dropped if self.forwarder else 0,
         }
         return d
 
+    def engine_state(self) -> str:
+        """``ok``, ``stopping``, ``engine_dead`` (the engine thread has ended) or ``engine_stalled``
+        (it has not gone round its loop for ``--engine-stall-timeout`` seconds)."""
+        if self.stopping:
+            return "stopping"
+        if self._engine_thread.ident is not None and not self._engine_thread.is_alive():
+            return "engine_dead"
+        if time.monotonic() - self.engine_beat > self.options.engine_stall_timeout:
+            return "engine_stalled"
+        return "ok"
+
+    def unavailable(self) -> Optional[str]:
+        """Why requests are refused as unavailable now (503 / UNAVAILABLE), or None."""
+        state = self.engine_state()
+        if state == "stopping":
+            return "spanassert serve is shutting down"
+        if state == "engine_dead":
+            return "spanassert serve's engine thread has stopped: nothing would be judged (see /health)"
+        return None
+
     def health(self) -> Dict[str, Any]:
+        state = self.engine_state()
         return {
-            "status": "stopping" if self.stopping else "ok",
+            "status": state,
             "open_episodes": self.open_episodes,
             "buffered_traces": self.buffered_traces,
             "queue_depth": self.queue.depth,
@@ -169,18 +195,22 @@ class Receiver:
             "spans_rejected": self.spans_rejected,
             "violations": self.sink.violations_reported,
             "engine_alive": self._engine_thread.is_alive() or self.stopping,
+            "engine_idle_seconds": round(time.monotonic() - self.engine_beat, 3),
+            "internal_errors": self.internal_errors,
         }
 
     # -- intake (request threads) ------------------------------------------------------------------
     def accept(self, records: List[SpanRecord], wire: Optional[Dict[Tuple[str, str], Any]],
                rejected: int) -> bool:
-        """Queue one request's usable spans; False when the queue is full or we are stopping."""
+        """Queue one request's usable spans; False when the queue is full, we are stopping or the
+        engine thread is gone (:meth:`unavailable` says which)."""
         with self._stats_lock:
             self.requests += 1
             self.spans_rejected += rejected
+        down = self.unavailable() is not None
         if not records:
-            return not self.stopping
-        if self.stopping or not self.queue.put(Batch(records, wire)):
+            return not down
+        if down or not self.queue.put(Batch(records, wire)):
             with self._stats_lock:
                 self.spans_refused += len(records)
             return False
@@ -202,9 +232,14 @@ class Receiver:
 
     # -- the engine thread ---------------------------------------------------------------------------
     def _run_engine(self) -> None:
+        """The engine thread. An exception while judging one trace closes that trace's episode
+        (:meth:`Engine.abandon`), is counted in ``spanassert.internal_errors``, and the loop goes on
+        with the rest; only what escapes that (a ``BaseException``) ends the thread, and then
+        /health answers 503 and requests are refused."""
         next_tick = 0.0
         try:
             while True:
+                self.engine_beat = now = time.monotonic()
                 batch = self.queue.get(timeout=0.1)
                 now = time.monotonic()
                 if batch is not None:
@@ -216,17 +251,43 @@ class Receiver:
                         self._feed(trace)
                     # Attribute-keyed episodes (and traces whose root never came) close on the
                     # wall clock, as in the live processor.
-                    self.engine.tick(time.time_ns())
+                    self._guarded("serve_tick", self.engine.tick, time.time_ns())
                     next_tick = now + 0.1
                 self._after_work()
             for trace in self.buffer.drain():
                 self._feed(trace)
-            self.engine.close_all(CloseReason.SHUTDOWN)
+            self._close_all()
             self._after_work()
         except BaseException as exc:  # noqa: BLE001 - report, never hang the shutdown
             self._engine_error = exc
             self.sink.internal_error("serve_engine_thread", exc)
             raise
+
+    def _guarded(self, kind: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:  # noqa: BLE001 - one failure must not stop judging
+            self._internal_error(kind, exc)
+            return None
+
+    def _internal_error(self, kind: str, exc: BaseException) -> None:
+        self.internal_errors += 1
+        self.sink.internal_error(kind, exc)
+
+    def _close_all(self) -> None:
+        """Decide every open episode at shutdown; one whose closing raises is abandoned."""
+        for _ in range(len(self.engine.open) + 1):
+            try:
+                self.engine.close_all(CloseReason.SHUTDOWN)
+                return
+            except Exception as exc:  # noqa: BLE001
+                self._internal_error("serve_close", exc)
+                first = next(iter(self.engine.open.values()), None)
+                if first is None:
+                    return
+                self._guarded("serve_abandon", self.engine.abandon, first.trace_id)
+                if first.key in self.engine.open:  # abandoning did not remove it: give up on it
+                    del self.engine.open[first.key]
 
     def _after_work(self) -> None:
         self.open_episodes = self.engine.open_count
@@ -252,10 +313,13 @@ class Receiver:
                     starts = side.tool_starts
                     index = bisect_left(starts, r.start_ns)
                     insort(starts, r.start_ns)
-                    for v in engine.precheck(r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes,
-                                             r.start_ns, r.end_ns, r.status_code, r.events, role=role,
-                                             index=index):
-                        self.sink.early(v)
+                    try:
+                        for v in engine.precheck(r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes,
+                                                 r.start_ns, r.end_ns, r.status_code, r.events, role=role,
+                                                 index=index):
+                            self.sink.early(v)
+                    except Exception as exc:  # noqa: BLE001 - the assembled check judges it again
+                        self._internal_error("serve_precheck", exc)
             if self.forwarder is not None:
                 side.wire[r.span_id] = wire.get((r.trace_id, r.span_id)) if wire is not None else None
             for trace in self.buffer.add(r, now):
@@ -263,16 +327,19 @@ class Receiver:
 
     def _feed(self, records: List[SpanRecord]) -> None:
         side = self._sides.pop(records[0].trace_id, None)
-        if self.forwarder is None:
-            feed_trace(self.engine, records)
-            return
         marks: Dict[str, List[Violation]] = {}
 
         def on_outcome(r: SpanRecord, out: SpanOutcome) -> None:
             if out.violations:
                 marks[r.span_id] = out.violations
 
-        feed_trace(self.engine, records, on_outcome)
+        try:
+            feed_trace(self.engine, records, on_outcome if self.forwarder is not None else None)
+        except Exception as exc:  # noqa: BLE001 - isolate the failure to this trace
+            self._internal_error("serve_trace", exc)
+            self._guarded("serve_abandon", self.engine.abandon, records[0].trace_id)
+        if self.forwarder is None:
+            return
         wire = side.wire if side is not None else {}
         for r in records:
             self._forward_out.append((r, wire.get(r.span_id), marks.get(r.span_id)))

@@ -1,0 +1,127 @@
+"""An exception while judging one trace does not stop judging; /health tells when the engine
+thread is dead or stalled. The faults are injected with a test-only assertion type
+(``test_raises``, registered by tests/serve_harness.py), never by a hook in the product."""
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+from test_serve_receiver import Serve, json_episode, json_request, post
+
+FAULT_ENV = {"SPANASSERT_TEST_FAULT_TYPE": "1"}
+
+
+def _rules(fault: str, seconds: float = 0) -> str:
+    return f"""\
+version: 1
+tests:
+  - id: no-delete
+    assertions:
+      - type: trace_must_not_call_tool
+        tool: delete_database
+  - id: must-search
+    assertions:
+      - type: trace_must_call_tool
+        tool: search
+  - id: faulty
+    assertions:
+      - type: test_raises
+        tool: explode
+        fault: {fault}
+        seconds: {seconds}
+"""
+
+
+def _health(s: Serve) -> Tuple[int, Dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(s.url + "/health", timeout=5) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def _send(s: Serve, n: int, tools: List[str]) -> int:
+    spans = json_episode(n, [(t, None) for t in tools])
+    return post(s.url + "/v1/traces", json.dumps(json_request(spans)).encode(), "application/json")[0]
+
+
+def test_an_exception_judging_one_trace_is_counted_and_every_other_trace_is_judged(tmp_path: Path) -> None:
+    s = Serve(tmp_path, "--settle", "0.1", rules=_rules("error"), env=FAULT_ENV)
+    plan = {}  # trace id -> tools
+    try:
+        for n in range(30):
+            if n % 5 == 0:
+                tools = ["delete_database", "explode", "search"]  # fails before the fault, then raises
+            elif n % 5 == 1:
+                tools = ["search", "explode"]  # raises; nothing failed before
+            elif n % 5 == 2:
+                tools = ["search", "delete_database"]
+            else:
+                tools = ["search"]
+            plan[f"{n + 1:032x}"] = tools
+            assert _send(s, n, tools) == 200
+            time.sleep(0.02)
+        s.wait_for(lambda: s.health()["open_episodes"] == 0 and s.health()["buffered_traces"] == 0)
+        status, health = _health(s)
+        code, out, report = s.stop()
+    finally:
+        s.kill()
+    assert status == 200 and health["status"] == "ok" and health["internal_errors"] == 12
+    assert code == 0, s.stderr()
+    assert report["receiver"]["internal_errors"] == 12
+    assert "12 internal error(s)" in out
+    decided = {ep["trace_id"]: ep for ep in report["episodes"]}
+    assert set(decided) == set(plan)  # every trace decided, also those after the faults
+    for tid, tools in plan.items():
+        ep = decided[tid]
+        verdicts = {r["test"]: r["verdict"] for r in ep["results"]}
+        if "explode" in tools:
+            assert ep["close_reason"] == "internal_error"
+            # What failed before the fault stands; nothing else passes.
+            assert verdicts["no-delete"] == ("failed" if "delete_database" in tools else "inconclusive")
+            assert verdicts["must-search"] == "inconclusive"
+            assert "passed" not in verdicts.values()
+        else:
+            assert ep["close_reason"] == "root_ended"
+            assert verdicts["no-delete"] == ("failed" if "delete_database" in tools else "passed")
+            assert verdicts["must-search"] == "passed"
+    assert s.stderr().count("Traceback") <= 1  # logged once per kind, then only counted
+
+
+def test_health_answers_503_and_intake_refuses_once_the_engine_thread_is_dead(tmp_path: Path) -> None:
+    s = Serve(tmp_path, "--settle", "0.1", rules=_rules("exit"), env=FAULT_ENV)
+    try:
+        assert _health(s)[0] == 200
+        assert _send(s, 0, ["search", "explode"]) == 200
+        s.wait_for(lambda: _health(s)[0] == 503)
+        status, health = _health(s)
+        refused = _send(s, 1, ["search"])
+        code, _, _ = s.stop()
+    finally:
+        s.kill()
+    assert status == 503 and health["status"] == "engine_dead" and not health["engine_alive"]
+    assert refused == 503
+    assert code == 1
+    assert "the engine thread failed" in s.stderr()
+
+
+def test_health_answers_503_while_the_engine_thread_is_stalled_and_200_after(tmp_path: Path) -> None:
+    s = Serve(tmp_path, "--settle", "0.1", "--engine-stall-timeout", "0.5", rules=_rules("stall", 3.0),
+              env=FAULT_ENV)
+    try:
+        assert _send(s, 0, ["search", "explode"]) == 200
+        t0 = time.monotonic()
+        s.wait_for(lambda: _health(s)[0] == 503, timeout=10)
+        stalled = _health(s)[1]
+        s.wait_for(lambda: _health(s)[0] == 200, timeout=15)
+        recovered_after = time.monotonic() - t0
+        code, _, report = s.stop()
+    finally:
+        s.kill()
+    assert stalled["status"] == "engine_stalled" and stalled["engine_alive"]
+    assert recovered_after >= 2.0
+    assert code == 0 and len(report["episodes"]) == 1
