@@ -129,11 +129,10 @@ def _load(path: str, option: str, allow_ineffective: bool) -> Any:
 
 
 def _write(path: str, data: bytes, option: str) -> Optional[int]:
+    from .report.files import write_atomic
+
     try:
-        parent = os.path.dirname(os.path.abspath(path))
-        os.makedirs(parent, exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(data)
+        write_atomic(path, data)
     except OSError as exc:
         return _error(f"{option} {path}: cannot write the report ({exc.strerror or exc}); "
                       "pass a writable path")

@@ -9,6 +9,7 @@ import sys
 import threading
 from typing import Any, Optional
 
+from ..report.files import write_atomic
 from .protocol import (
     DEFAULT_ENGINE_STALL_TIMEOUT,
     DEFAULT_FORWARD_QUEUE_SPANS,
@@ -34,7 +35,7 @@ def add_serve_command(sub: Any) -> None:
                     "against the rules file with the same engine as the live processor and replay. Put it "
                     "behind an OpenTelemetry Collector's otlp exporter. Violations go to stderr (one line "
                     "each), to metrics/logs, and (with --forward) onto the forwarded spans as "
-                    "`gen_ai.evaluation.result` events. SIGTERM/SIGINT stop it gracefully (exit 0).",
+                    "`gen_ai.evaluation.result` events. SIGTERM/SIGINT stop it gracefully (exit 0) after deciding every accepted span; a second signal cuts that drain short and still writes what was decided (exit 1 if spans were left unjudged).",
     )
     p.add_argument("--config", required=True, metavar="FILE", help="rules file")
     p.add_argument("--grpc-endpoint", default=DEFAULT_GRPC_ENDPOINT, metavar="HOST:PORT",
@@ -129,34 +130,46 @@ def run_serve(args: argparse.Namespace) -> int:
         err.write(f"spanassert serve: {exc}\n")
         return 2
 
+    # SIGTERM/SIGINT: stop and drain (decide what was accepted). A second one during the drain cuts
+    # it short; the handlers stay installed until the end, so what was decided is still written.
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
-        stop.set()
+        if not stop.is_set():
+            stop.set()
+        elif not receiver.cut.is_set():
+            receiver.cut.set()
+            try:
+                err.write("spanassert serve: second signal: cutting the drain short; writing what was decided\n")
+                err.flush()
+            except (OSError, ValueError):
+                pass
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         while not stop.wait(0.5):
             pass
+        receiver.stop()
+        if options.report_json:
+            try:
+                data = json.dumps(receiver.report_dict(), indent=2, ensure_ascii=False).encode("utf-8")
+                write_atomic(options.report_json, data)
+            except OSError as exc:
+                err.write(f"spanassert serve: cannot write --report-json {options.report_json}: {exc}\n")
+        receiver.out.write(receiver.summary() + "\n")
+        receiver.out.flush()
+        for provider in (meter_provider, logger_provider):
+            if provider is not None and not receiver.cut.is_set():
+                try:
+                    provider.shutdown()
+                except Exception:  # noqa: BLE001 - an unreachable endpoint must not fail the stop
+                    pass
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
-    receiver.stop()
-    for provider in (meter_provider, logger_provider):
-        if provider is not None:
-            try:
-                provider.shutdown()
-            except Exception:  # noqa: BLE001 - an unreachable endpoint must not fail the stop
-                pass
-    if options.report_json:
-        try:
-            with open(options.report_json, "w", encoding="utf-8") as fh:
-                json.dump(receiver.report_dict(), fh, indent=2, ensure_ascii=False)
-        except OSError as exc:
-            err.write(f"spanassert serve: cannot write --report-json {options.report_json}: {exc}\n")
-    receiver.out.write(receiver.summary() + "\n")
-    receiver.out.flush()
     if receiver._engine_error is not None:
         err.write(f"spanassert serve: the engine thread failed: {receiver._engine_error!r}\n")
+        return 1
+    if receiver.cut.is_set() and receiver.unjudged_spans:
         return 1
     return 0

@@ -49,12 +49,12 @@ class Forwarder:
             self._cond.notify()
             return True
 
-    def flush(self, timeout: float) -> bool:
+    def flush(self, timeout: float, cancel: Optional[threading.Event] = None) -> bool:
         deadline = time.monotonic() + timeout
         with self._cond:
             while self._pending:
                 left = deadline - time.monotonic()
-                if left <= 0:
+                if left <= 0 or (cancel is not None and cancel.is_set()):
                     return False
                 self._cond.wait(min(left, 0.1))
         return True

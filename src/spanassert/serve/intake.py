@@ -57,6 +57,14 @@ class IntakeQueue:
             self.closed = True
             self._cond.notify_all()
 
+    def discard(self) -> int:
+        """Drop everything queued (a drain cut short); returns the number of spans dropped."""
+        with self._cond:
+            n = self.depth
+            self._items.clear()
+            self.depth = 0
+            return n
+
     def drained(self) -> bool:
         with self._cond:
             return self.closed and not self._items

@@ -71,6 +71,9 @@ class Receiver:
         self.forwarder = Forwarder(options.forward, max_spans=options.forward_queue_size) if options.forward else None
         self._forward_out: List[ForwardItem] = []
         self.stopping = False
+        # Set by a second signal during the drain: stop judging, decide what is open, write.
+        self.cut = threading.Event()
+        self.unjudged_spans = 0  # accepted spans left unjudged because the drain was cut short
         self._stats_lock = threading.Lock()
         self.requests = 0
         self.spans_rejected = 0
@@ -124,9 +127,17 @@ class Receiver:
         forwarding; then close the ports."""
         self.stopping = True
         self.queue.close()
-        self._engine_thread.join(timeout)
+        deadline = time.monotonic() + timeout
+        thread = self._engine_thread
+        while thread.is_alive() and time.monotonic() < deadline and not self.cut.is_set():
+            thread.join(0.1)  # in slices: a second signal (self.cut) is noticed at once
+        if thread.is_alive() and self.cut.is_set():
+            # The engine thread decides what is open and stops; it may be inside one long trace.
+            thread.join(max(0.0, min(5.0, deadline - time.monotonic())))
+            if thread.is_alive():
+                self.unjudged_spans += self.queue.depth + sum(len(p.records) for p in list(self.buffer.pending.values()))
         if self.forwarder is not None:
-            self.forwarder.flush(timeout=min(timeout, 10.0))
+            self.forwarder.flush(timeout=min(timeout, 10.0), cancel=self.cut)
             self.forwarder.stop()
         if self.http_server is not None:
             self.http_server.shutdown()
@@ -140,6 +151,8 @@ class Receiver:
                 f"{self.spans_rejected} rejected, {self.spans_refused} refused (queue full or stopping); "
                 f"{s.episodes_closed} episode(s) decided ({s.episodes_failed} failed, "
                 f"{s.episodes_inconclusive} inconclusive); {s.violations_reported} violation(s)")
+        if self.cut.is_set():
+            text += f"; drain cut short by a second signal: {self.unjudged_spans} span(s) not judged"
         if self.internal_errors:
             text += f"; {self.internal_errors} internal error(s) (see the log)"
         if self.forwarder is not None:
@@ -157,6 +170,8 @@ class Receiver:
             "spans_refused": self.spans_refused,
             "duplicate_spans": self.duplicates,
             "internal_errors": self.internal_errors,
+            "drain_cut": self.cut.is_set(),
+            "spans_not_judged": self.unjudged_spans,
             "violations_reported": self.sink.violations_reported,
             "forwarded_spans": self.forwarder.sent if self.forwarder else 0,
             "forward_dropped_spans": self.forwarder.dropped if self.forwarder else 0,
@@ -242,6 +257,11 @@ class Receiver:
                 self.engine_beat = now = time.monotonic()
                 batch = self.queue.get(timeout=0.1)
                 now = time.monotonic()
+                if self.cut.is_set():
+                    if batch is not None:
+                        self.unjudged_spans += len(batch.records)
+                    self.unjudged_spans += self.queue.discard()
+                    break
                 if batch is not None:
                     self._take(batch, now)
                 elif self.queue.drained():
@@ -255,7 +275,10 @@ class Receiver:
                     next_tick = now + 0.1
                 self._after_work()
             for trace in self.buffer.drain():
-                self._feed(trace)
+                if self.cut.is_set():
+                    self.unjudged_spans += len(trace)
+                else:
+                    self._feed(trace)
             self._close_all()
             self._after_work()
         except BaseException as exc:  # noqa: BLE001 - report, never hang the shutdown
