@@ -6,6 +6,7 @@ for and then runs the ordinary CLI.
 
 - ``SPANASSERT_TEST_PAUSE_FILE=PATH``: while PATH exists, the engine thread takes nothing from the
   intake queue (to fill it deterministically).
+- ``SPANASSERT_TEST_NOFILE=N``: the process may open at most N file descriptors.
 - ``SPANASSERT_TEST_FAULT_TYPE=1``: registers the assertion type ``test_raises`` (field ``tool``):
   judging a call of that tool raises ``RuntimeError`` inside the engine (an injected fault).
 """
@@ -18,6 +19,7 @@ from typing import Any, Dict, Optional
 
 PAUSE_ENV = "SPANASSERT_TEST_PAUSE_FILE"
 FAULT_ENV = "SPANASSERT_TEST_FAULT_TYPE"
+NOFILE_ENV = "SPANASSERT_TEST_NOFILE"
 
 
 def install_pause(path: str) -> None:
@@ -64,6 +66,11 @@ def install_fault_type() -> None:
 
 
 def main() -> int:
+    if os.environ.get(NOFILE_ENV):
+        import resource
+
+        n = int(os.environ[NOFILE_ENV])
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
     if os.environ.get(PAUSE_ENV):
         install_pause(os.environ[PAUSE_ENV])
     if os.environ.get(FAULT_ENV):

@@ -17,7 +17,7 @@ from .rig import RULES
 SPANASSERT = [sys.executable, "-c", "import sys; from spanassert.cli import main; sys.exit(main())"]
 # With a test hook in the environment, serve starts through the harness that installs it.
 HARNESS = [sys.executable, str(Path(__file__).resolve().parent.parent / "serve_harness.py")]
-HOOKS = ("SPANASSERT_TEST_PAUSE_FILE", "SPANASSERT_TEST_FAULT_TYPE")
+HOOKS = ("SPANASSERT_TEST_PAUSE_FILE", "SPANASSERT_TEST_FAULT_TYPE", "SPANASSERT_TEST_NOFILE")
 TRACES = "/v1/traces"
 _EPOCH = 1_700_000_000_000_000_000
 

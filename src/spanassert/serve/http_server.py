@@ -1,8 +1,11 @@
 """OTLP/HTTP intake: ``POST /v1/traces`` (protobuf or JSON, optionally gzip) and ``GET /health``."""
 from __future__ import annotations
 
+import errno
 import json
+import socket
 import threading
+import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
@@ -45,7 +48,11 @@ def make_http_handler(receiver: Receiver) -> type:
 
     class OTLPHTTPHandler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
-        server_version = "spanassert"
+        server_version = "spanassert"  # the Server header: no version banner (neither ours nor Python's)
+        sys_version = ""
+
+        def version_string(self) -> str:
+            return self.server_version
         # A client that stalls mid-request (or keeps an idle connection) gives its thread back.
         timeout = 30
 
@@ -253,15 +260,47 @@ def _gunzip(raw: bytes, limit: int) -> bytes:
 
 
 
+# Connections the kernel may queue before the accept loop takes them (the stdlib's default is 5:
+# a burst of parallel connects then waits for SYN retries). Linux caps it at net.core.somaxconn.
+LISTEN_BACKLOG = 1024
+# Out of descriptors, accept() fails at once while the listening socket stays readable: without a
+# pause the accept loop spins a core. It waits, doubling from the first to the last figure.
+ACCEPT_BACKOFF = (0.01, 0.5)
+_RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+
+
+class OTLPHTTPServer(ThreadingHTTPServer):
+    request_queue_size = LISTEN_BACKLOG
+    daemon_threads = True
+    accept_failures = 0  # accept() calls that failed for want of descriptors or memory
+
+    def __init__(self, address: Tuple[str, int], handler: Any) -> None:
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        self._backoff = ACCEPT_BACKOFF[0]
+        super().__init__(address, handler)
+
+    def get_request(self) -> Any:
+        try:
+            request = super().get_request()
+        except OSError as exc:
+            if exc.errno in _RESOURCE_ERRNOS:
+                self.accept_failures += 1
+                time.sleep(self._backoff)  # the pending connection waits in the backlog
+                self._backoff = min(self._backoff * 2, ACCEPT_BACKOFF[1])
+            raise  # socketserver drops this attempt and goes back to select()
+        self._backoff = ACCEPT_BACKOFF[0]
+        return request
+
+
 def start_http(receiver: Receiver, endpoint: str) -> None:
     host, port = parse_endpoint(endpoint, "--http-endpoint")
     handler = make_http_handler(receiver)
     try:
-        server = ThreadingHTTPServer((host, port), handler)
+        server = OTLPHTTPServer((host, port), handler)
     except OSError as exc:
         raise EndpointError(f"--http-endpoint {endpoint}: cannot listen there ({exc.strerror or exc}); "
                             "pick another address") from None
-    server.daemon_threads = True
     receiver.http_server = server
     receiver.http_address = hostport(host, server.server_address[1])
     t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="spanassert-http",
