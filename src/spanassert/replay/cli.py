@@ -129,7 +129,7 @@ def _load(path: str, option: str, allow_ineffective: bool) -> Any:
 
 
 def _write(path: str, data: bytes, option: str) -> Optional[int]:
-    from .report.files import write_atomic
+    from ..report.files import write_atomic
 
     try:
         write_atomic(path, data)
