@@ -114,7 +114,14 @@ def err(name: str, args: Any = MISSING, **kw: Any) -> Call:
 
 
 class ModelStep:
-    """A model call: a step that is not a tool call."""
+    """A model call: a step that is not a tool call, with the usage its span records at its end."""
+
+    def __init__(self, input_tokens: Optional[int] = None, output_tokens: Optional[int] = None,
+                 total_tokens: Optional[int] = None, model: Optional[str] = None) -> None:
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.total_tokens = total_tokens
+        self.model = model
 
 
 def _raw(value: Any) -> Any:
@@ -189,6 +196,15 @@ class Episode:
         if self.assertion.wants_steps:
             self._keep("step", self.episode.step_count, self.assertion.on_step(self.state, self.episode))
 
+    def step_end(self, spec: ModelStep) -> None:
+        if not self.assertion.wants_steps:
+            return
+        from spanassert.core.model import ModelStep as StepRecord
+
+        n = self.episode.step_count
+        record = StepRecord(f"step-{n}", n, spec.model, spec.input_tokens, spec.output_tokens, spec.total_tokens)
+        self._keep("step", n, self.assertion.on_step_end(self.state, record))
+
     def start(self, spec: Call) -> ToolCall:
         index = self.episode.call_count
         call = ToolCall(
@@ -220,6 +236,7 @@ class Episode:
         for event in events:
             if isinstance(event, ModelStep):
                 self.step()
+                self.step_end(event)
                 continue
             call = self.start(event)
             if event.ends:

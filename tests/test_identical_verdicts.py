@@ -52,6 +52,9 @@ RULES = build_config([
     {"id": "pii", "assertions": [{"type": "trace_no_sensitive_data", "detectors": ["credit_card", "secrets"],
                                   "tools": ["refund", "send_email"]}]},
     {"id": "pii-results", "assertions": [{"type": "trace_no_sensitive_data", "detectors": ["email"], "in": "results"}]},
+    {"id": "tokens", "assertions": [{"type": "trace_max_tokens", "max": 600}]},
+    {"id": "cost", "assertions": [{"type": "trace_max_cost", "max": 0.002, "prices": {"gpt-4o": {"input": 2.5, "output": 10}}}]},
+    {"id": "duration", "assertions": [{"type": "trace_max_duration", "max": "3ms"}]},
     {"id": "pii-match", "assertions": [{"type": "trace_must_not_call_tool", "tool": "refund",
                                         "args_match": {"note": {"detector": "credit_card"}}}]},
 ])
@@ -64,6 +67,7 @@ call = st.fixed_dictionaries({
     "items": st.integers(min_value=0, max_value=2),
     "nested": st.booleans(),
     "model_step": st.booleans(),
+    "usage": st.sampled_from([None, (100, 20, "gpt-4o"), (400, 50, "gpt-4o"), (10, 10, "o3")]),
     "note": st.sampled_from([None, "thanks", "card 4111 1111 1111 1111", "4111111111111112"]),
 })
 episode = st.lists(call, min_size=0, max_size=7)
@@ -75,7 +79,11 @@ def run(tracer, episodes):
                 "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}):
             for c in ep:
                 if c["model_step"]:
-                    with tracer.start_as_current_span("chat gpt", attributes={"gen_ai.operation.name": "chat"}):
+                    usage = {}
+                    if c["usage"] is not None:
+                        usage = {"gen_ai.usage.input_tokens": c["usage"][0], "gen_ai.usage.output_tokens": c["usage"][1],
+                                 "gen_ai.response.model": c["usage"][2]}
+                    with tracer.start_as_current_span("chat gpt", attributes={"gen_ai.operation.name": "chat", **usage}):
                         pass
                 parent = tracer.start_span("invoke_agent sub", attributes={
                     "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "sub"}) if c["nested"] else None

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from . import (  # noqa: F401 - imported for their registrations
     allowlist,
+    budgets,
     call_checks,
     flow,
     loops,

@@ -12,7 +12,8 @@ An assertion type is one class in one module of this package:
 - ``ineffective_reason()``: a sentence when the assertion cannot fail (then it is refused with
   ``E_ASSERT_INEFFECTIVE`` unless ``--allow-ineffective-assertions``).
 - Live evaluation, per episode: ``new_state()`` then ``on_call_start`` / ``on_call_end`` /
-  ``on_step`` (each may return a :class:`Failure` at the offending call: safety rules fail early),
+  ``on_step`` / ``on_step_end`` (a model step's usage) / ``on_time`` (a span's start or end time)
+  (each may return a :class:`Failure` at the offending call or span: safety rules fail early),
   and ``on_close`` for the final :class:`Outcome` (liveness rules decide here). State is O(1) or
   O(rule size): never re-scan the episode.
 - Unit-test forms (``scope = "unit"``) need no episode: ``evaluate_unit()`` at load.
@@ -27,7 +28,7 @@ import json
 import re
 from typing import Any, ClassVar, Dict, FrozenSet, Iterable, List, Mapping, Optional, Pattern, Tuple, Type
 
-from ..core.model import MISSING, EpisodeView, Failure, Outcome, ToolCall, Verdict
+from ..core.model import MISSING, EpisodeView, Failure, ModelStep, Outcome, ToolCall, Verdict
 
 # What an assertion may need from a call or an episode. When a rule needs data the instrumentation
 # did not record, it is inconclusive, never passed.
@@ -344,6 +345,17 @@ class Assertion:
         return None
 
     def on_step(self, state: Any, episode: EpisodeView) -> Optional[Failure]:
+        return None
+
+    def on_step_end(self, state: Any, step: ModelStep) -> Optional[Failure]:
+        """A model step ended (only for rules with ``wants_steps``): its usage and model, each None
+        when not recorded. The engine calls it only for rules that override it."""
+        return None
+
+    def on_time(self, state: Any, ns: int, episode: EpisodeView) -> Optional[Failure]:
+        """A span of the episode (agent, model step or tool call) started or ended at ``ns`` (span
+        timestamps, never the wall clock); ``episode.start_ns``/``end_ns`` hold the span time so
+        far. The engine calls it only for rules that override it."""
         return None
 
     def on_close(self, state: Any, episode: EpisodeView) -> Outcome:

@@ -21,6 +21,7 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequ
 from ..assertions.base import NEED_ARGUMENTS, NEED_RESULT, Assertion
 from ..config.model import Config, TestCase
 from ..mapping import ROLE_AGENT, ROLE_OTHER, ROLE_STEP, ROLE_TOOL, Mapper
+from ..mapping.usage import has_usage, step_usage
 from .model import (
     CONTENT_UNPARSABLE,
     STATUS_ERROR,
@@ -29,6 +30,7 @@ from .model import (
     CloseReason,
     EpisodeView,
     Failure,
+    ModelStep,
     Outcome,
     ToolCall,
     Verdict,
@@ -126,7 +128,8 @@ class _Plan:
     """The trace assertions of the tests that apply to an episode, with per-tool dispatch tables so
     that a call touches only the rules that can apply to it."""
 
-    __slots__ = ("slots", "by_tool", "any_tool", "step_slots", "excluded", "_tool_plans", "_other_tools")
+    __slots__ = ("slots", "by_tool", "any_tool", "step_slots", "step_end_slots", "time_slots", "excluded",
+                 "_tool_plans", "_other_tools")
 
     def __init__(self, slots: List[_Slot], excluded: List[TestCase]) -> None:
         self.slots = slots
@@ -134,10 +137,16 @@ class _Plan:
         any_tool: List[int] = []
         by_tool: Dict[str, List[int]] = {}
         steps: List[int] = []
+        step_ends: List[int] = []
+        times: List[int] = []
         for s in slots:
             a = s.assertion
             if a.wants_steps:
                 steps.append(s.index)
+                if _overrides(a, "on_step_end"):
+                    step_ends.append(s.index)
+            if _overrides(a, "on_time"):
+                times.append(s.index)
             if a.tools is None:
                 any_tool.append(s.index)
             else:
@@ -148,6 +157,8 @@ class _Plan:
             t: tuple(sorted(set(v) | set(any_tool))) for t, v in by_tool.items()
         }
         self.step_slots: Tuple[int, ...] = tuple(steps)
+        self.step_end_slots: Tuple[int, ...] = tuple(step_ends)
+        self.time_slots: Tuple[int, ...] = tuple(times)
         self._tool_plans: Dict[str, _ToolPlan] = {t: _ToolPlan(slots, v) for t, v in self.by_tool.items()}
         self._other_tools = _ToolPlan(slots, self.any_tool)
 
@@ -174,6 +185,7 @@ class Episode:
         "closed",
         "eval_s",
         "absorbed",
+        "inner_usage",
     )
 
     def __init__(self, key: str, trace_id: str, plan: _Plan, now_ns: int) -> None:
@@ -200,6 +212,9 @@ class Episode:
         # Open spans folded into their parent call or step (an MCP `tools/call` span inside a
         # framework's `execute_tool` span, a provider chat span inside a framework's): one call.
         self.absorbed: Optional[Set[str]] = None
+        # Usage recorded by provider spans folded into a step, by the step's span id (read when the
+        # step ends, for what its own span does not record).
+        self.inner_usage: Optional[Dict[str, ModelStep]] = None
 
     def state(self, slot: _Slot) -> Any:
         st = self.states[slot.index]
@@ -338,6 +353,8 @@ class Engine:
             elif tool is not None:
                 self._start_call(ep, tool, trace_id, span_id, parent_id, start_ns, parent_agent, call_id)
             # else: the name may only be set later; the call is positioned when its span ends.
+        if ep.plan.time_slots:
+            self._time(ep, start_ns, span_id)
         ep.eval_s += _clock() - t0
 
     def end_span(
@@ -378,6 +395,11 @@ class Engine:
         elif ep.absorbed is not None and span_id in ep.absorbed:
             ep.absorbed.discard(span_id)
             role = ROLE_OTHER
+            if ep.plan.step_end_slots and ep.step_spans is not None and parent_id in ep.step_spans \
+                    and has_usage(attributes):
+                if ep.inner_usage is None:
+                    ep.inner_usage = {}
+                ep.inner_usage[parent_id] = step_usage(attributes)
         elif role is None:
             role = self.mapper.role(name, attributes)
         if role == ROLE_TOOL:
@@ -393,8 +415,12 @@ class Engine:
                 self._end_call(ep, call, attributes, end_ns, status_code, events)
         elif role == ROLE_STEP and (ep.step_spans is None or span_id not in ep.step_spans):
             self._step(ep, span_id)  # recognised as a model call only at its end
+        if role == ROLE_STEP and ep.plan.step_end_slots:
+            self._step_end(ep, span_id, attributes)
         if ep.step_spans is not None:
             ep.step_spans.discard(span_id)
+        if ep.plan.time_slots:
+            self._time(ep, end_ns, span_id)
         closing: Optional[EpisodeResult] = None
         if self.by_trace_key:
             if role == ROLE_AGENT and span_id == ep.view.root_span_id:
@@ -688,6 +714,31 @@ class Engine:
         for i in plan.step_slots:
             slot = plan.slots[i]
             f = slot.assertion.on_step(ep.state(slot), ep.view)
+            if f is not None:
+                self._fail(ep, slot, f, span_id)
+
+    def _step_end(self, ep: Episode, span_id: str, attributes: Mapping[str, Any]) -> None:
+        """A model step ended: its usage goes to the rules that read it (``on_step_end``)."""
+        inner = ep.inner_usage.pop(span_id, None) if ep.inner_usage else None
+        step = step_usage(attributes, span_id, ep.view.step_count, inner)
+        plan = ep.plan
+        for i in plan.step_end_slots:
+            slot = plan.slots[i]
+            f = slot.assertion.on_step_end(ep.state(slot), step)
+            if f is not None:
+                self._fail(ep, slot, f, span_id)
+
+    def _time(self, ep: Episode, ns: int, span_id: str) -> None:
+        """A span of the episode started or ended at ``ns``: the rules on span time see it (``on_time``)."""
+        view = ep.view
+        if view.start_ns is None or ns < view.start_ns:
+            view.start_ns = ns
+        if view.end_ns is None or ns > view.end_ns:
+            view.end_ns = ns
+        plan = ep.plan
+        for i in plan.time_slots:
+            slot = plan.slots[i]
+            f = slot.assertion.on_time(ep.state(slot), ns, view)
             if f is not None:
                 self._fail(ep, slot, f, span_id)
 

@@ -344,6 +344,8 @@ class EpisodeView:
         "final_output_state",
         "service",
         "calls_dropped",
+        "start_ns",
+        "end_ns",
     )
 
     def __init__(self) -> None:
@@ -363,6 +365,34 @@ class EpisodeView:
         self.final_output_state: str = CONTENT_MISSING
         self.service: Optional[str] = None
         self.calls_dropped = 0
+        # Span time of the episode's GenAI spans (agent, model, tool): the earliest start and the
+        # latest start or end seen. Judged from span timestamps only, never the wall clock.
+        self.start_ns: Optional[int] = None
+        self.end_ns: Optional[int] = None
+
+
+class ModelStep:
+    """What a model step (an LLM call span) reported when it ended: its usage and model, each None
+    when not recorded. ``total_tokens`` is the recorded total, else input + output when both are
+    known. ``number`` is the step's 1-based position among the episode's steps."""
+
+    __slots__ = ("span_id", "number", "model", "input_tokens", "output_tokens", "total_tokens")
+
+    def __init__(self, span_id: Optional[str] = None, number: int = 0, model: Optional[str] = None,
+                 input_tokens: Optional[int] = None, output_tokens: Optional[int] = None,
+                 total_tokens: Optional[int] = None) -> None:
+        self.span_id = span_id
+        self.number = number
+        self.model = model
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        if total_tokens is None and input_tokens is not None and output_tokens is not None:
+            total_tokens = input_tokens + output_tokens
+        self.total_tokens = total_tokens
+
+    def __repr__(self) -> str:
+        return (f"ModelStep({self.model!r}, in={self.input_tokens}, out={self.output_tokens}, "
+                f"total={self.total_tokens}, span_id={self.span_id!r})")
 
 
 class Diagnostic:

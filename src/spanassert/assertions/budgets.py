@@ -1,0 +1,245 @@
+"""Budgets per episode: ``trace_max_tokens``, ``trace_max_cost`` and ``trace_max_duration``.
+
+Tokens and cost add up the usage that model steps (LLM call spans) record when they end, in every
+convention spanassert reads (:mod:`spanassert.mapping.usage`); with ``episodes.key`` set to a
+conversation key, the episode and so the budget is the conversation's. Duration is the episode's
+span time: from the earliest start to the latest start or end of its GenAI spans (agent, model
+step, tool call), from span timestamps only, never the wall clock, so live, replay and serve agree.
+
+All three are safety rules on a running sum: they fail at the step (or span) that goes over the
+limit, once per episode. A step whose usage (or, for cost, price) is unknown cannot be added: it
+never hides a failure that the known steps already prove, but it makes a pass ``inconclusive``.
+State: a few numbers.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Optional, Tuple
+
+from ..core.model import EpisodeView, Failure, ModelStep, Outcome
+from .base import NEED_STEPS, Assertion, BuildContext, Field, register
+from .call_checks import DURATION_SCHEMA, format_seconds, parse_duration, unfinished
+from .steps import UNREACHABLE_BOUND
+
+TOKEN_KINDS = ("input", "output", "total")
+
+_PRICE_SCHEMA: Dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "input": {"type": "number", "minimum": 0},
+        "output": {"type": "number", "minimum": 0},
+    },
+    "required": ["input", "output"],
+    "additionalProperties": False,
+}
+
+
+class BudgetState:
+    __slots__ = ("used", "steps", "unknown", "over", "unknown_note")
+
+    def __init__(self) -> None:
+        self.used: float = 0
+        self.steps = 0  # model steps that ended
+        self.unknown = 0  # steps whose usage (or price) could not be added
+        self.over = False
+        self.unknown_note: Optional[str] = None
+
+
+def _step_ref(step: ModelStep) -> str:
+    return f"model step #{step.number}" + (f" (span {step.span_id})" if step.span_id else "")
+
+
+class _StepBudget(Assertion):
+    """A running sum over model steps; subclasses say what a step adds (None: unknown)."""
+
+    unit = ""
+
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        self.tools = frozenset()  # no call reaches it; model steps do
+        self.needs = frozenset((NEED_STEPS,))
+        self.wants_steps = True
+        self.max: float = values.get("max") if values.get("max") is not None else math.inf
+
+    def new_state(self) -> BudgetState:
+        return BudgetState()
+
+    def amount(self, step: ModelStep) -> Tuple[Optional[float], str]:
+        raise NotImplementedError
+
+    def fmt(self, amount: float) -> str:
+        raise NotImplementedError
+
+    def on_step_end(self, state: BudgetState, step: ModelStep) -> Optional[Failure]:
+        state.steps += 1
+        value, why = self.amount(step)
+        if value is None:
+            state.unknown += 1
+            if state.unknown_note is None:
+                state.unknown_note = f"{_step_ref(step)}: {why}"
+            return None
+        state.used += value
+        if state.over or state.used <= self.max:
+            return None
+        state.over = True
+        return Failure(f"{_step_ref(step)} brings the {self.unit} to {self.fmt(state.used)}; max {self.fmt(self.max)}",
+                       span_id=step.span_id)
+
+    def on_close(self, state: BudgetState, episode: EpisodeView) -> Outcome:
+        seen = f"{self.fmt(state.used)} {self.unit} in {state.steps} model step(s); max {self.fmt(self.max)}"
+        if state.over:
+            return Outcome.failed(seen)
+        if state.unknown:
+            return Outcome.inconclusive(
+                f"{seen}, but {state.unknown} step(s) could not be counted (first: {state.unknown_note})")
+        if not episode.decidable:
+            return Outcome.inconclusive(f"{seen} so far, but {unfinished(episode)}")
+        if not state.steps:
+            return Outcome.not_applicable("no model step recorded its end in this episode")
+        return Outcome.passed(seen)
+
+
+@register
+class MaxTokensAssertion(_StepBudget):
+    type_name = "trace_max_tokens"
+    doc = (
+        "The episode's model steps may use at most `max` tokens of `kind` (`input`, `output` or `total`, "
+        "the default), as the steps record them when they end (`gen_ai.usage.input_tokens` / "
+        "`output_tokens`, or the OpenInference and OpenLLMetry equivalents). A safety rule: it fails at "
+        "the step that goes over, once per episode. Inconclusive when a step recorded no usage of that "
+        "kind (a total needs a recorded total or both input and output), or when the episode closed "
+        "before it finished; not applicable when no model step ended. A `max` no episode reaches is "
+        "refused."
+    )
+    fields = {
+        "max": Field({"type": "integer", "minimum": 0}, required=True, doc="Most tokens allowed per episode."),
+        "kind": Field({"enum": list(TOKEN_KINDS)}, default="total", doc="input, output or total. Default: total."),
+    }
+
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        self.kind: str = values.get("kind") or "total"
+        self.unit = f"{self.kind} tokens"
+
+    def ineffective_reason(self) -> Optional[str]:
+        if self.max >= UNREACHABLE_BOUND:
+            return f"`max: {self.max}` is a bound no episode reaches"
+        return None
+
+    def amount(self, step: ModelStep) -> Tuple[Optional[float], str]:
+        value = getattr(step, f"{self.kind}_tokens")
+        return value, f"no {self.kind} token count was recorded"
+
+    def fmt(self, amount: float) -> str:
+        return f"{int(amount)}"
+
+
+@register
+class MaxCostAssertion(_StepBudget):
+    type_name = "trace_max_cost"
+    unit = "cost"
+    doc = (
+        "The episode's model steps may cost at most `max` (in the currency of `prices`), each step "
+        "costing its input and output tokens at the price per million tokens of its model: the exact "
+        "name in `gen_ai.response.model`, else `gen_ai.request.model` (or the OpenInference and "
+        "OpenLLMetry equivalents), looked up in `prices`, else `default_price`. A safety rule: it fails "
+        "at the step that goes over, once per episode. Inconclusive when a step's token counts, model "
+        "or price are unknown, or when the episode closed before it finished; not applicable when no "
+        "model step ended. Prices that make every step free, or no price at all, are refused."
+    )
+    fields = {
+        "max": Field({"type": "number", "minimum": 0}, required=True, doc="Most cost allowed per episode."),
+        "prices": Field({"type": "object", "additionalProperties": _PRICE_SCHEMA}, default={},
+                        doc="Model name -> `{input, output}`: price per million tokens."),
+        "default_price": Field(_PRICE_SCHEMA, doc="`{input, output}` per million tokens for models not in `prices`."),
+    }
+
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        self.prices: Dict[str, Dict[str, float]] = dict(values.get("prices") or {})
+        self.default_price: Optional[Dict[str, float]] = values.get("default_price")
+
+    def ineffective_reason(self) -> Optional[str]:
+        every = list(self.prices.values()) + ([self.default_price] if self.default_price else [])
+        if not every:
+            return "neither `prices` nor `default_price` is given, so no step has a cost"
+        if all(p["input"] == 0 and p["output"] == 0 for p in every):
+            return "every price is 0, so no episode costs anything"
+        return None
+
+    def amount(self, step: ModelStep) -> Tuple[Optional[float], str]:
+        price = self.prices.get(step.model) if step.model is not None else None
+        if price is None:
+            price = self.default_price
+        if price is None:
+            return None, ("no model name was recorded" if step.model is None
+                          else f"no price for model `{step.model[:80]}` and no `default_price`")
+        if step.input_tokens is None or step.output_tokens is None:
+            return None, "input and output token counts were not both recorded"
+        return (step.input_tokens * price["input"] + step.output_tokens * price["output"]) / 1e6, ""
+
+    def fmt(self, amount: float) -> str:
+        return f"{amount:.6g}"
+
+
+class DurationState:
+    __slots__ = ("over",)
+
+    def __init__(self) -> None:
+        self.over = False
+
+
+@register
+class MaxDurationAssertion(Assertion):
+    type_name = "trace_max_duration"
+    doc = (
+        "The episode's span time may be at most `max` (seconds, or a string such as \"90s\", \"5m\"): "
+        "from the earliest start to the latest start or end of its agent, model and tool spans, judged "
+        "from span timestamps, never the wall clock. A safety rule: it fails at the first span that "
+        "starts or ends past the limit (and at close), once per episode. Inconclusive when the episode "
+        "closed before it finished without going over. An infinite `max` is refused."
+    )
+    fields = {
+        "max": Field(DURATION_SCHEMA, required=True,
+                     doc="Longest span time: seconds, or a number with a unit (ns, us, ms, s, m, h)."),
+    }
+
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        self.tools = frozenset()
+        self.max_s = math.inf
+        try:
+            self.max_s = parse_duration(values.get("max", math.inf))
+        except ValueError as exc:
+            ctx.error("E_CFG_DURATION", str(exc), field="max", hint="e.g. `max: 90` or `max: \"5m\"`")
+        self.max_ns = self.max_s * 1e9
+
+    def ineffective_reason(self) -> Optional[str]:
+        if math.isinf(self.max_s):
+            return "`max` is infinite, so no episode takes longer"
+        return None
+
+    def new_state(self) -> DurationState:
+        return DurationState()
+
+    def on_time(self, state: DurationState, ns: int, episode: EpisodeView) -> Optional[Failure]:
+        if state.over or episode.start_ns is None or ns - episode.start_ns <= self.max_ns:
+            return None
+        state.over = True
+        took = (ns - episode.start_ns) / 1e9
+        return Failure(f"the episode's span time reaches {format_seconds(took)} at this span; "
+                       f"max {format_seconds(self.max_s)}")
+
+    def on_close(self, state: DurationState, episode: EpisodeView) -> Outcome:
+        took = 0.0
+        if episode.start_ns is not None and episode.end_ns is not None:
+            took = (episode.end_ns - episode.start_ns) / 1e9
+        seen = f"{format_seconds(took)} of span time; max {format_seconds(self.max_s)}"
+        if state.over or took > self.max_s:
+            return Outcome.failed(seen)
+        if not episode.decidable:
+            return Outcome.inconclusive(f"{seen} so far, but {unfinished(episode)}")
+        return Outcome.passed(seen)
+
+
+__all__ = ["MaxTokensAssertion", "MaxCostAssertion", "MaxDurationAssertion", "TOKEN_KINDS"]

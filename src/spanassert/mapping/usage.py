@@ -1,0 +1,71 @@
+"""Token usage and model name of a model step, in every convention spanassert reads.
+
+- OTel GenAI: ``gen_ai.usage.input_tokens`` / ``gen_ai.usage.output_tokens``; model
+  ``gen_ai.response.model``, else ``gen_ai.request.model``.
+- OpenLLMetry (older semconv-ai names): ``gen_ai.usage.prompt_tokens`` /
+  ``gen_ai.usage.completion_tokens``, ``llm.usage.total_tokens``; ``llm.response.model`` /
+  ``llm.request.model``.
+- OpenInference: ``llm.token_count.prompt`` / ``.completion`` / ``.total``; ``llm.model_name``.
+
+A count is a non-negative integer (an integer-valued float or a string of digits is accepted, as
+exporters write them); anything else is *unknown*, never zero.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Tuple
+
+from ..core.model import ModelStep
+
+INPUT_KEYS: Tuple[str, ...] = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
+OUTPUT_KEYS: Tuple[str, ...] = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens",
+                                "llm.token_count.completion")
+TOTAL_KEYS: Tuple[str, ...] = ("gen_ai.usage.total_tokens", "llm.usage.total_tokens", "llm.token_count.total")
+MODEL_KEYS: Tuple[str, ...] = ("gen_ai.response.model", "gen_ai.request.model", "llm.response.model",
+                               "llm.request.model", "llm.model_name")
+USAGE_KEYS: Tuple[str, ...] = INPUT_KEYS + OUTPUT_KEYS + TOTAL_KEYS
+
+
+def _count(value: Any) -> Optional[int]:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float):
+        return int(value) if value >= 0 and value.is_integer() else None
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def _first(attributes: Mapping[str, Any], keys: Tuple[str, ...]) -> Optional[int]:
+    for k in keys:
+        if k in attributes:
+            return _count(attributes[k])
+    return None
+
+
+def has_usage(attributes: Mapping[str, Any]) -> bool:
+    return any(k in attributes for k in USAGE_KEYS)
+
+
+def step_usage(attributes: Mapping[str, Any], span_id: Optional[str] = None, number: int = 0,
+               fallback: Optional[ModelStep] = None) -> ModelStep:
+    """The usage a model step's span recorded; what it lacks is taken from ``fallback`` (the usage of
+    a provider span folded into this step), else left unknown."""
+    model: Optional[str] = None
+    for k in MODEL_KEYS:
+        v = attributes.get(k)
+        if isinstance(v, str) and v:
+            model = v
+            break
+    step = ModelStep(span_id, number, model, _first(attributes, INPUT_KEYS), _first(attributes, OUTPUT_KEYS),
+                     _first(attributes, TOTAL_KEYS))
+    if fallback is not None:
+        step.model = step.model or fallback.model
+        if step.input_tokens is None and step.output_tokens is None and step.total_tokens is None:
+            step.input_tokens, step.output_tokens = fallback.input_tokens, fallback.output_tokens
+            step.total_tokens = fallback.total_tokens
+    return step
+
+
+__all__ = ["step_usage", "has_usage", "INPUT_KEYS", "OUTPUT_KEYS", "TOTAL_KEYS", "MODEL_KEYS"]
