@@ -5,7 +5,7 @@ import os
 from typing import Any, Dict, List
 
 import pytest
-from assertion_driver import ModelStep, build, drive
+from assertion_driver import ModelStep, drive
 from otlp_file_exporter import FileSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -16,6 +16,7 @@ from spanassert.config import load_config
 from spanassert.core.model import CloseReason, ConfigError, Verdict
 from spanassert.mapping.usage import step_usage
 from spanassert.replay import replay
+from test_identical_verdicts import serve_in_process
 
 TOKENS: Dict[str, Any] = {"type": "trace_max_tokens", "max": 1000}
 PRICES = {"gpt-4o": {"input": 2.5, "output": 10}, "claude-sonnet-4": {"input": 3, "output": 15}}
@@ -168,10 +169,12 @@ def test_budgets_live_equal_replay_and_fail_at_the_crossing_span(tmp_path: Any, 
              {"gen_ai.usage.input_tokens": 30, "gen_ai.usage.output_tokens": 20, "gen_ai.response.model": "gpt-4o"}]
     ids = run_episode(path, steps, tool_end_s=12, root_end_s=13, live=live, violations=vs, provider_inner=inner)
     report = replay(load_config(RULES), [path])
-    assert verdicts(live[0].results) == verdicts(report.episodes[0].results) == {
+    served = serve_in_process(path, load_config(RULES))
+    assert verdicts(live[0].results) == verdicts(report.episodes[0].results) == verdicts(served.episodes[0].results) == {
         "tokens": "failed", "cost": "passed", "duration": "failed"}
     at = {v.test_id: v.span_id for v in report.violations}
-    assert at == {v.test_id: v.span_id for v in vs} == {"tokens": ids["step2"], "duration": ids["tool"]}
+    assert at == {v.test_id: v.span_id for v in vs} == {v.test_id: v.span_id for v in served.violations} == {
+        "tokens": ids["step2"], "duration": ids["tool"]}
     msg = {v.test_id: v.message for v in report.violations}
     assert msg["duration"] == "the episode's span time reaches 12s at this span; max 10s"
 
@@ -183,6 +186,8 @@ def test_duration_fails_at_close_time_on_the_root_and_unknown_usage_is_inconclus
     ids = run_episode(path, [{"gen_ai.request.model": "gpt-4o"}], tool_end_s=3, root_end_s=11, live=live,
                       violations=vs)
     report = replay(load_config(RULES), [path])
-    assert verdicts(report.episodes[0].results) == verdicts(live[0].results) == {
+    served = serve_in_process(path, load_config(RULES))
+    assert verdicts(report.episodes[0].results) == verdicts(live[0].results) == verdicts(served.episodes[0].results) == {
         "tokens": "inconclusive", "cost": "inconclusive", "duration": "failed"}
     assert [(v.test_id, v.span_id) for v in report.violations] == [("duration", ids["root"])]
+    assert [(v.test_id, v.span_id) for v in served.violations] == [("duration", ids["root"])]
