@@ -51,7 +51,7 @@ def add_validate_command(sub: Any) -> None:
 
 def validate_file(path: str, *, allow_ineffective_assertions: bool = False) -> Dict[str, Any]:
     """One file's validation result, in the shape of the JSON report's ``files`` entries."""
-    from .config import ConfigError, load_config
+    from .config import ConfigError, load_config, unit_result_line
 
     diagnostics: List[Any] = []
     unit_results: List[Dict[str, Any]] = []
@@ -71,6 +71,7 @@ def validate_file(path: str, *, allow_ineffective_assertions: bool = False) -> D
                     "index": a.index,
                     "verdict": outcome.verdict.value,
                     "message": outcome.message,
+                    "line": unit_result_line(path, test.id, a, outcome),
                 })
     unit_failed = any(u["verdict"] != "passed" for u in unit_results)
     return {
@@ -96,7 +97,7 @@ def run_validate(args: argparse.Namespace) -> int:
                     "file": r["file"],
                     "ok": r["ok"],
                     "diagnostics": [d.to_dict() for d in r["diagnostics"]],
-                    "unit_results": r["unit_results"],
+                    "unit_results": [{k: v for k, v in u.items() if k != "line"} for u in r["unit_results"]],
                 }
                 for r in results
             ],
@@ -116,11 +117,7 @@ def run_validate(args: argparse.Namespace) -> int:
             ok = u["verdict"] == "passed"
             passed += ok
             failed += not ok
-            mark = "✓" if ok else "✗"
-            line = f"{mark} {r['file']}: test `{u['test']}` {u['type']} #{u['index']}: {u['verdict']}"
-            if u["message"]:
-                line += f" — {u['message']}"
-            out.write(line + "\n")
+            out.write(u["line"] + "\n")
     verdict = {EXIT_OK: "valid", EXIT_FAILED: "unit-test form failed", EXIT_CONFIG: "invalid"}[exit_code]
     n = len(results)
     summary = (f"{verdict}: {n} file{'s' if n != 1 else ''}, {errors} error{'s' if errors != 1 else ''}, "

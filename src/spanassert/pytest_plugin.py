@@ -241,7 +241,8 @@ def _shadow_labels(config: Any) -> Dict[str, bool]:
 
 def verdict_problems(result: "CheckResult", config: Any, *, allow_inconclusive: bool) -> List[str]:
     """Why the marked test fails (empty when it passes): enforced failures, inconclusive checks
-    (unless allowed), failed unit-test forms, or no episode at all."""
+    (unless allowed), or no episode at all. (A rules file whose unit-test forms fail never gets here:
+    ``check`` refuses it with a ConfigError.)"""
     from .core.model import Verdict
 
     if result.episodes == 0:
@@ -257,8 +258,6 @@ def verdict_problems(result: "CheckResult", config: Any, *, allow_inconclusive: 
     if inconclusive and not allow_inconclusive:
         problems.append(f"{len(inconclusive)} rule{'s' if len(inconclusive) != 1 else ''} inconclusive "
                         "(the spans could not decide them; pass allow_inconclusive=True to accept that)")
-    for t, a, outcome in getattr(config, "unit_failures", []):
-        problems.append(f"unit-test form `{a.type_name}` of test `{t.id}` {outcome.verdict.value}: {outcome.message}")
     return problems
 
 

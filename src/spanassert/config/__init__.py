@@ -3,7 +3,17 @@ from __future__ import annotations
 
 from ..core.model import ConfigError, Diagnostic
 from .loader import load_config
-from .model import Config, EpisodeSettings, MappingRule, Match, Settings, TestCase
+from .model import (
+    Config,
+    EpisodeSettings,
+    MappingRule,
+    Match,
+    Settings,
+    TestCase,
+    UnitFormFailure,
+    require_runnable,
+    unit_result_line,
+)
 from .schema import build_schema
 
 __all__ = [
@@ -17,4 +27,7 @@ __all__ = [
     "Match",
     "MappingRule",
     "build_schema",
+    "require_runnable",
+    "UnitFormFailure",
+    "unit_result_line",
 ]

@@ -30,6 +30,7 @@ E_CFG_EMBEDDER = "E_CFG_EMBEDDER"
 E_ASSERT_INEFFECTIVE = "E_ASSERT_INEFFECTIVE"
 E_ASSERT_BUILD = "E_ASSERT_BUILD"
 E_INTERNAL = "E_INTERNAL"
+E_UNIT_FORM_FAILED = "E_UNIT_FORM_FAILED"  # raised by config.model.require_runnable, not by the loader
 W_CFG_VACUOUS_EXPECTED = "W_CFG_VACUOUS_EXPECTED"
 W_CFG_EVIDENCE_KEY_UNSET = "W_CFG_EVIDENCE_KEY_UNSET"
 W_CFG_REGEX_BACKTRACKING = "W_CFG_REGEX_BACKTRACKING"  # raised in assertions.base.BuildContext.compile_regex
@@ -59,6 +60,7 @@ DESCRIPTIONS: Dict[str, str] = {
     E_ASSERT_INEFFECTIVE: "an assertion that cannot fail",
     E_ASSERT_BUILD: "an assertion type raised while being built or evaluated",
     E_INTERNAL: "a bug in spanassert; please report it",
+    E_UNIT_FORM_FAILED: "a unit-test form contradicts its `expect`: every door but `validate` refuses the file",
     W_CFG_VACUOUS_EXPECTED: "a test with no checks",
     W_CFG_EVIDENCE_KEY_UNSET: "`settings.evidence_key_env` names an unset environment variable",
     W_CFG_REGEX_BACKTRACKING: "a regex with nested or overlapping quantifiers (exponential backtracking)",

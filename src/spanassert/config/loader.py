@@ -678,6 +678,7 @@ class _Loader:
         if ctx.errors:
             return None
         assertion.origin = origin  # type: ignore[attr-defined]  # "expected" or "assertions", for reports
+        assertion.position = self.doc.position(path)  # type: ignore[attr-defined]  # (line, column)
         try:
             reason = assertion.ineffective_reason()
         except Exception as exc:  # noqa: BLE001

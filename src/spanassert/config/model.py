@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional
 
 from ..assertions.base import Assertion
-from ..core.model import Diagnostic, Outcome, Severity
+from ..core.model import ConfigError, Diagnostic, Outcome, Severity
+from .codes import E_UNIT_FORM_FAILED
 
 MODE_ENFORCE = "enforce"
 MODE_SHADOW = "shadow"
@@ -207,3 +208,41 @@ class Config:
                 if o.verdict.value != "passed":
                     out.append((t, a, o))
         return out
+
+
+def unit_result_line(file: Optional[str], test_id: str, assertion: Assertion, outcome: Outcome) -> str:
+    """How ``validate`` (and every door that refuses the file) words one unit-test form's result."""
+    mark = "✓" if outcome.verdict.value == "passed" else "✗"
+    line = f"{mark} {file or '<config>'}: test `{test_id}` {assertion.type_name} #{assertion.index}: " \
+           f"{outcome.verdict.value}"
+    return line + (f" — {outcome.message}" if outcome.message else "")
+
+
+class UnitFormFailure(ConfigError):
+    """The rules file's own unit-test forms (``args_valid`` / ``sequence_valid`` / ``tool_blocklist``
+    with test data) contradict their ``expect``: the file is wrong, so no door runs it. ``lines`` are
+    ``validate``'s words for each failed form."""
+
+    def __init__(self, config: "Config") -> None:
+        self.lines: List[str] = []
+        diagnostics: List[Diagnostic] = []
+        for t, a, o in config.unit_failures:
+            self.lines.append(unit_result_line(config.source, t.id, a, o))
+            line, column = getattr(a, "position", (t.line, None))
+            diagnostics.append(Diagnostic(
+                E_UNIT_FORM_FAILED,
+                f"test `{t.id}` {a.type_name} #{a.index}: unit-test form {o.verdict.value}"
+                + (f" — {o.message}" if o.message else ""),
+                file=config.source, line=line, column=column,
+                hint="the file's own test data contradicts its `expect`: fix the data, the policy or `expect` "
+                     f"(`spanassert validate {config.source or 'RULES'}` runs these forms alone)",
+            ))
+        super().__init__(diagnostics)
+
+
+def require_runnable(config: "Config") -> None:
+    """The one check every door (replay, serve, the processor, ``check()``, the pytest marker) makes
+    before running a rules file: raise :class:`UnitFormFailure` (a :class:`ConfigError`) when one of
+    its unit-test forms failed. ``validate`` reports those forms instead of refusing."""
+    if config.unit_failures:
+        raise UnitFormFailure(config)

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ..assertions.base import NEED_ARGUMENTS, NEED_RESULT, Assertion
-from ..config.model import Config, TestCase
+from ..config.model import Config, TestCase, require_runnable
 from ..mapping import ROLE_AGENT, ROLE_OTHER, ROLE_STEP, ROLE_TOOL, Mapper
 from ..mapping.usage import has_usage, step_usage
 from .model import (
@@ -228,6 +228,7 @@ class Engine:
     """Episodes, bounds and verdicts for one rules file (see the module docstring)."""
 
     def __init__(self, config: Config, sink: Optional[Sink] = None, mapper: Optional[Mapper] = None) -> None:
+        require_runnable(config)  # a file whose own unit-test forms fail is run by no door
         self.config = config
         self.sink = sink or Sink()
         self.mapper = mapper or Mapper(config.mappings)

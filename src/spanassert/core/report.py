@@ -68,9 +68,26 @@ class Report:
     def inconclusive(self) -> bool:
         return any(r.verdict is Verdict.INCONCLUSIVE and not r.shadow for ep in self.episodes for r in ep.results)
 
-    def exit_code(self, *, fail_on_inconclusive: bool = False, skip_invalid: bool = False) -> int:
-        """0 no failure, 1 at least one failed verdict, 2 input errors (unless skipped)."""
+    @property
+    def empty_reason(self) -> Optional[str]:
+        """Why the input held nothing to judge (no span read, or no episode found), or None. A run
+        that judged nothing is not a pass: a broken export path must not go green in CI."""
+        if self.spans_read == 0:
+            return ("no spans were read from the input (an empty file, an empty folder, a file of NUL bytes or "
+                    "a path the exporter never wrote); check the export path")
+        if not self.episodes:
+            return (f"{self.spans_read} span(s) were read but no episode was found: no agent or tool span was "
+                    "recognised; check that the instrumentation records GenAI/OpenInference tool spans, or add "
+                    "`mappings:` for its span names")
+        return None
+
+    def exit_code(self, *, fail_on_inconclusive: bool = False, skip_invalid: bool = False,
+                  allow_empty: bool = False) -> int:
+        """0 no failure, 1 at least one failed verdict, 2 input errors (unless skipped) or an input with
+        no span or no episode (unless ``allow_empty``)."""
         if self.input_errors and not skip_invalid:
+            return 2
+        if not allow_empty and self.empty_reason is not None:
             return 2
         if self.failed or (fail_on_inconclusive and self.inconclusive):
             return 1
@@ -82,7 +99,7 @@ class Report:
             "config": self.config.source,
             "summary": {**self.counts(), "episodes": len(self.episodes), "spans_read": self.spans_read,
                         "unreadable_spans": self.unreadable_spans, "late_spans": self.late_spans,
-                        "input_errors": len(self.input_errors)},
+                        "input_errors": len(self.input_errors), "empty": self.empty_reason},
             "episodes": [ep.to_dict() for ep in self.episodes],
             "coverage": [c.to_dict() for c in self.coverage.values()],
             "violations": [v.to_dict() for v in self.violations],

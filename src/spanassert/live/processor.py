@@ -653,11 +653,13 @@ def _load_rules(path: str, *, exit_on_error: bool) -> Config:
     raising there would only be logged and the program would run unchecked."""
     import sys
 
-    from ..config import load_config
+    from ..config import load_config, require_runnable
     from ..core.model import ConfigError
 
     try:
-        return load_config(path)
+        config = load_config(path)
+        require_runnable(config)
+        return config
     except ConfigError as exc:
         if not exit_on_error:
             raise

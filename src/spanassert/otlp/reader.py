@@ -2,7 +2,8 @@
 
 Shapes: OTLP JSON Lines (the file exporter spec, the Collector ``file`` exporter, the Python
 ``FileSpanExporter``), pretty-printed OTLP JSON documents, one protobuf message per file
-(``.binpb``), the Collector's length-prefixed protobuf frames (optionally each frame zstd-compressed),
+(``.binpb``), the Collector's length-prefixed frames (``format: proto``, or ``format: json`` with
+``compression: zstd``; each frame optionally zstd-compressed),
 and any of these inside whole-file gzip or zstd. JSON Lines and frames are streamed: one line or one
 frame in memory at a time.
 
@@ -17,6 +18,7 @@ import json
 import logging
 import os
 import re
+import stat
 import sys
 import zlib
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -94,12 +96,39 @@ def read_spans(
 # -- which files ------------------------------------------------------------------------------------
 
 
-def _walk(directory: str) -> List[str]:
-    found: List[str] = []
+def _walk(directory: str) -> List[Union[str, InputIssue]]:
+    """The regular files below ``directory`` in sorted order; a FIFO, socket or device found there is
+    skipped with a warning (opening a FIFO would wait for a writer forever)."""
+    found: List[Union[str, InputIssue]] = []
     for root, dirs, files in os.walk(directory):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found.extend(os.path.join(root, f) for f in sorted(files) if not f.startswith("."))
+        for f in sorted(files):
+            if f.startswith("."):
+                continue
+            path = os.path.join(root, f)
+            special = _special_kind(path)
+            found.append(path if special is None else InputIssue(
+                path, None, None, f"skipped: a {special}, not a regular file (it is never opened, so a FIFO "
+                "cannot block the read); name it on the command line to read it", WARNING))
     return found
+
+
+def _special_kind(path: str) -> Optional[str]:
+    """What kind of special file ``path`` is (following symlinks), or None for a regular file or
+    one that cannot be examined (opening it reports why)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    return "special file"
 
 
 def _expand(paths: Sequence[PathArg]) -> Iterator[Union[Tuple[str, Optional[str]], InputIssue]]:
@@ -113,7 +142,7 @@ def _expand(paths: Sequence[PathArg]) -> Iterator[Union[Tuple[str, Optional[str]
             if not files:
                 yield InputIssue(path, None, None, "directory holds no files", WARNING)
             for f in files:
-                yield f, f
+                yield f if isinstance(f, InputIssue) else (f, f)
         elif os.path.exists(path):
             yield path, path
         elif _GLOB_CHARS.search(path):
@@ -124,7 +153,7 @@ def _expand(paths: Sequence[PathArg]) -> Iterator[Union[Tuple[str, Optional[str]
                 yield InputIssue(path, None, None, "no file matches this pattern", ERROR)
             for m in matches:
                 for f in _walk(m) if os.path.isdir(m) else [m]:
-                    yield f, f
+                    yield f if isinstance(f, InputIssue) else (f, f)
         else:
             yield InputIssue(path, None, None, "no such file or directory", ERROR)
 
@@ -461,13 +490,26 @@ def _read_exactly(stream: Any, n: int) -> bytes:
     return b"".join(parts)
 
 
+def _nul_issue(name: str, start: int, end: int, data_frames: int) -> InputIssue:
+    if start == 0 and data_frames == 0:
+        return InputIssue(name, None, 0, f"the file holds only NUL bytes ({end} bytes), no OTLP data: a "
+                          "preallocated, zeroed or crashed export; check the exporter's output path", ERROR)
+    return InputIssue(name, None, start, f"the file ends in {end - start} NUL bytes after frame {data_frames} "
+                      "(zero padding left by a crash while writing?)", WARNING)
+
+
 def _read_framed(name: str, stream: Any, size: Optional[int]) -> Iterator[_Item]:
     """The Collector ``file`` exporter's ``format: proto``: 4-byte big-endian length, then payload."""
     offset = 0
     index = 0
     decompressor: Any = None
+    nul_from: Optional[int] = None  # where the current run of NUL bytes (zero-length frames) began
+    data_frames = 0
     while True:
         prefix = stream.read(4)
+        if nul_from is not None and len(prefix) < 4 and not prefix.strip(b"\0"):
+            yield _nul_issue(name, nul_from, offset + len(prefix), data_frames)
+            return
         if not prefix:
             return
         index += 1
@@ -477,6 +519,15 @@ def _read_framed(name: str, stream: Any, size: Optional[int]) -> Iterator[_Item]
             )
             return
         n = int.from_bytes(prefix, "big")
+        if n == 0:
+            # An empty TracesData is legal, but a run of them is what a zeroed or preallocated file
+            # reads as: reported once the run ends.
+            if nul_from is None:
+                nul_from = offset
+            offset += 4
+            continue
+        nul_from = None
+        data_frames += 1
         remaining = None if size is None else size - offset - 4
         if (remaining is not None and n > remaining) or n > MAX_FRAME_BYTES:
             available = f"only {remaining} remain in the file" if remaining is not None else "that is implausible"
@@ -515,5 +566,38 @@ def _read_framed(name: str, stream: Any, size: Optional[int]) -> Iterator[_Item]
                 yield InputIssue(name, None, offset, f"frame {index} is not valid zstd data: {exc}", ERROR)
                 offset += 4 + n
                 continue
-        yield from _proto_records(name, index, offset, payload)
+        if payload.lstrip(_WHITESPACE)[:1] == b"{":
+            # `format: json` with `compression: zstd`: each frame holds one OTLP JSON document.
+            yield from _frame_json_records(name, index, offset, payload)
+        else:
+            yield from _proto_records(name, index, offset, payload)
         offset += 4 + n
+
+
+def _frame_json_records(name: str, index: int, offset: int, payload: bytes) -> Iterator[_Item]:
+    try:
+        obj = json.loads(payload)
+    except UnicodeDecodeError as exc:
+        yield InputIssue(name, None, offset, f"message {index} (JSON) is not valid UTF-8: byte "
+                         f"0x{exc.object[exc.start:exc.start + 1].hex()} at {exc.start}", ERROR)
+        return
+    except json.JSONDecodeError as exc:
+        yield InputIssue(name, None, offset, f"message {index} is not valid JSON at character {exc.pos}: {exc.msg}",
+                         ERROR)
+        return
+    except RecursionError:
+        yield InputIssue(name, None, offset, f"message {index}: JSON is nested too deeply", ERROR)
+        return
+    errors: List[SpanDecodeError] = []
+    try:
+        records = records_from_json(obj, f"{name}#message {index}", errors=errors)
+    except SpanDecodeError as exc:
+        yield InputIssue(name, None, offset, f"message {index}: {exc}", ERROR)
+        return
+    except RecursionError:
+        yield InputIssue(name, None, offset, f"message {index}: OTLP document is nested too deeply", ERROR)
+        return
+    if records:
+        yield records
+    for err in errors:
+        yield InputIssue(name, None, offset, f"message {index}: {err}", ERROR)

@@ -4,7 +4,8 @@ Plugs into :mod:`spanassert.cli` the same way as the other subcommands
 (``add_replay_command(subparsers)`` declares the arguments, ``run_replay(args)`` does the work).
 
 Exit codes: 0 no failed verdict, 1 at least one failed verdict (shadow-mode tests never fail the
-run; ``--fail-on-inconclusive`` counts inconclusive as failed), 2 a config, input or usage error.
+run; ``--fail-on-inconclusive`` counts inconclusive as failed), 2 a config, input or usage error, or
+an input with no span or no episode to judge (``--allow-empty`` lets the verdicts decide then).
 Nothing here ends in a traceback: every error is one line saying what, where and how to fix it.
 """
 from __future__ import annotations
@@ -45,6 +46,9 @@ def add_replay_command(sub: Any) -> None:
                    help="count inconclusive verdicts as failures (exit 1)")
     p.add_argument("--skip-invalid", action="store_true",
                    help="report malformed input lines but do not exit 2 because of them")
+    p.add_argument("--allow-empty", action="store_true",
+                   help="exit by the verdicts even when no span was read or no episode was found "
+                        "(by default that is exit 2: a broken export path must not pass)")
     p.add_argument("--strict", action="store_true", help="stop at the first malformed input line (exit 2)")
     p.add_argument("--allow-ineffective-assertions", action="store_true",
                    help="keep assertions that cannot fail instead of refusing the rules file")
@@ -128,6 +132,22 @@ def _load(path: str, option: str, allow_ineffective: bool) -> Any:
         return None
 
 
+def _refuse_failed_unit_forms(config: Any, path: str, option: str) -> Optional[int]:
+    """Exit 1 with ``validate``'s words when the file's own unit-test forms fail; None otherwise."""
+    from ..config import UnitFormFailure, require_runnable
+
+    try:
+        require_runnable(config)
+    except UnitFormFailure as exc:
+        err = _stream(sys.stderr)
+        for line in exc.lines:
+            err.write(line + "\n")
+        _error(f"{option} {path}: {len(exc.lines)} unit-test form(s) of the rules file failed (listed above), "
+               f"so it is not run; fix them (`spanassert validate {path}` runs them alone)")
+        return EXIT_FAILED
+    return None
+
+
 def _write(path: str, data: bytes, option: str) -> Optional[int]:
     from ..report.files import write_atomic
 
@@ -173,6 +193,10 @@ def _run(args: argparse.Namespace) -> int:
         if old is None:
             return EXIT_ERROR
         configs.append(old)
+    for c, path, option in zip(configs, (args.config, args.baseline_config), ("--config", "--baseline-config")):
+        refused = _refuse_failed_unit_forms(c, path, option)
+        if refused is not None:
+            return refused
 
     err = _stream(sys.stderr)
     progress = _Progress(enabled=err.isatty() and not args.quiet)
@@ -186,7 +210,8 @@ def _run(args: argparse.Namespace) -> int:
     progress.clear()
     report = reports[0]
     diff = baseline_diff(reports[1], report) if len(reports) > 1 else None
-    exit_code = report.exit_code(fail_on_inconclusive=args.fail_on_inconclusive, skip_invalid=args.skip_invalid)
+    exit_code = report.exit_code(fail_on_inconclusive=args.fail_on_inconclusive, skip_invalid=args.skip_invalid,
+                                 allow_empty=args.allow_empty)
 
     if args.junit:
         failed = _write(args.junit, render_junit(report, fail_on_inconclusive=args.fail_on_inconclusive), "--junit")
@@ -201,7 +226,7 @@ def _run(args: argparse.Namespace) -> int:
     out = _stream(sys.stdout)
     if args.format == "json":
         doc = report_document(report, exit_code=exit_code, fail_on_inconclusive=args.fail_on_inconclusive,
-                              skip_invalid=args.skip_invalid, baseline=diff)
+                              skip_invalid=args.skip_invalid, allow_empty=args.allow_empty, baseline=diff)
         out.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     else:
         out.write(render_text(report, quiet=args.quiet, baseline=diff))
@@ -213,6 +238,9 @@ def _run(args: argparse.Namespace) -> int:
         if not args.skip_invalid:
             err.write(f"{PROG}: {len(report.input_errors)} bad input record(s) were skipped and the rest checked; "
                       "exit 2 — fix the input, or pass --skip-invalid to let verdicts decide the exit code\n")
+    if report.empty_reason is not None and not args.allow_empty:
+        _error(f"nothing to judge in {', '.join(args.paths)}: {report.empty_reason}; exit 2 "
+               "(pass --allow-empty when an empty input is expected)")
     return exit_code
 
 

@@ -32,6 +32,7 @@ def report_document(
     exit_code: int,
     fail_on_inconclusive: bool = False,
     skip_invalid: bool = False,
+    allow_empty: bool = False,
     baseline: Optional[BaselineDiff] = None,
 ) -> Dict[str, Any]:
     """The ``spanassert.replay.v1`` document for ``report`` (see the schema file)."""
@@ -54,7 +55,8 @@ def report_document(
         "tool": {"name": "spanassert", "version": __version__},
         "config": doc.pop("config"),
         "exit_code": exit_code,
-        "options": {"fail_on_inconclusive": fail_on_inconclusive, "skip_invalid": skip_invalid},
+        "options": {"fail_on_inconclusive": fail_on_inconclusive, "skip_invalid": skip_invalid,
+                    "allow_empty": allow_empty},
     }
     out.update(doc)
     if baseline is not None:

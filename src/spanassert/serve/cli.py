@@ -81,11 +81,18 @@ def _options_from_args(args: argparse.Namespace) -> ServeOptions:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from ..config import ConfigError, load_config
+    from ..config import ConfigError, UnitFormFailure, load_config, require_runnable
 
     err = sys.stderr
     try:
         config = load_config(args.config)
+        require_runnable(config)
+    except UnitFormFailure as exc:
+        for line in exc.lines:
+            err.write(line + "\n")
+        err.write(f"spanassert serve: {args.config}: {len(exc.lines)} unit-test form(s) of the rules file failed "
+                  f"(listed above), not started; fix them (`spanassert validate {args.config}` runs them alone)\n")
+        return 1
     except ConfigError as exc:
         for d in exc.diagnostics:
             err.write(d.format() + "\n")
