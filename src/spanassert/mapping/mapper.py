@@ -32,6 +32,7 @@ GENAI_INPUT_MESSAGES = "gen_ai.input.messages"
 GENAI_CONVERSATION = "gen_ai.conversation.id"
 ERROR_TYPE = "error.type"
 MCP_METHOD = "mcp.method.name"
+MCP_SESSION = "mcp.session.id"
 # OpenInference
 OI_KIND = "openinference.span.kind"
 OI_TOOL_NAME = "tool.name"
@@ -487,12 +488,12 @@ class Mapper:
     # -- episodes -----------------------------------------------------------------------------
     def conversation_key(self, attributes: Mapping[str, Any], key: str) -> Optional[str]:
         """The value of the episode key attribute; ``gen_ai.conversation.id`` also accepts the
-        session ids OpenInference and Traceloop record."""
+        session ids OpenInference, Traceloop and MCP (``mcp.session.id``) record."""
         get = lookup(attributes)
         found = _text(get(key))
         if found is not None or key != GENAI_CONVERSATION:
             return found
-        for fallback in (OI_SESSION, TL_SESSION):
+        for fallback in (OI_SESSION, TL_SESSION, MCP_SESSION):
             found = _text(get(fallback))
             if found is not None:
                 return found
