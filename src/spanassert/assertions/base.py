@@ -303,8 +303,10 @@ class Assertion:
     # True when a failure at a call depends on that call alone: serve checks such rules on each
     # tool span as it arrives, before the trace is assembled (Engine.precheck).
     order_free: ClassVar[bool] = False
-    # Which calls this assertion reacts to: a set of tool names, or None for every call.
+    # Which calls this assertion reacts to: a set of tool names, or None for every call; and the
+    # calls whose whole name matches ``tool_pattern`` (the `tool_pattern:` field), if any.
     tools: Optional[FrozenSet[str]] = None
+    tool_pattern: Optional[Pattern[str]] = None
     # What it needs recorded (NEED_*); the engine decodes nothing a rule does not need.
     needs: FrozenSet[str] = frozenset()
     # Whether it reacts to model steps (trace_max_steps).
@@ -315,7 +317,7 @@ class Assertion:
     reports_at_start: bool = False
 
     CAPABILITIES: ClassVar[Tuple[str, ...]] = (
-        "decides_on_close", "order_free", "tools", "needs", "wants_steps", "reports_at_start",
+        "decides_on_close", "order_free", "tools", "tool_pattern", "needs", "wants_steps", "reports_at_start",
     )
 
     # -- identity, set by __init__ ----------------------------------------------------------------
@@ -330,6 +332,26 @@ class Assertion:
         self.name = values.get("id")
         self.evidence = values.get("evidence") or EVIDENCE_NONE
         self._evidence_key = ctx.evidence_key
+
+    def select_calls(self, selector: Any) -> None:
+        """React to the calls a :class:`~.selectors.CallSelector` names (or, with no selector, to
+        every call): sets ``tools`` and ``tool_pattern``, which the engine dispatches on."""
+        if selector is None:
+            self.tools, self.tool_pattern = None, None
+        elif selector.pattern is None:
+            self.tools, self.tool_pattern = frozenset((selector.tool,)), None
+        else:
+            self.tools, self.tool_pattern = frozenset(), selector.pattern
+
+    def applies_to(self, name: str) -> bool:
+        """Whether a call named ``name`` reaches this assertion (``tools`` and ``tool_pattern``)."""
+        if self.tools is None or name in self.tools:
+            return True
+        return self.tool_pattern is not None and self.tool_pattern.fullmatch(name) is not None
+
+    def named_tools(self) -> FrozenSet[str]:
+        """The exact tool names this assertion's rules name (for near-miss reports)."""
+        return self.tools or frozenset()
 
     # -- evaluation (override what applies) ----------------------------------------------------
     def ineffective_reason(self) -> Optional[str]:

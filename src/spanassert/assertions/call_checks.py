@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Dict, FrozenSet, Optional, Union
+from typing import Any, Dict, Optional, Union
 
 from ..core.model import CONTENT_OK, STATUS_ERROR, EpisodeView, Failure, Outcome, ToolCall
 from .base import (  # noqa: F401 - call_ref is re-exported
@@ -27,6 +27,7 @@ from .base import (  # noqa: F401 - call_ref is re-exported
     register,
 )
 from .schema_util import schema_is_vacuous, validation_messages
+from .selectors import CallSelector, tool_fields, tool_selector
 
 # -- shared helpers --------------------------------------------------------------------------------
 
@@ -36,11 +37,6 @@ from .schema_util import schema_is_vacuous, validation_messages
 def call_errored(call: ToolCall) -> bool:
     """A call ended in error when its span status is ERROR or an ``error.type`` was recorded."""
     return call.status == STATUS_ERROR or bool(call.error_type)
-
-
-def tool_scope(tool: Optional[str]) -> Optional[FrozenSet[str]]:
-    """The ``tools`` filter of a rule that applies to one tool, or to every call when none is given."""
-    return frozenset((tool,)) if tool else None
 
 
 def calls_of(tool: Optional[str]) -> str:
@@ -155,7 +151,7 @@ class ToolStatusAssertion(Assertion):
         "the episode closed before it finished (evicted, timed out, shut down)."
     )
     fields = {
-        "tool": Field({"type": "string", "minLength": 1}, doc="Only calls of this tool (exact name). Default: every call."),
+        **tool_fields("Only calls of this tool (exact name).", required=False),
         "must_succeed": Field(
             {"const": True}, default=True, doc="Must be `true`: every selected call must end without error."
         ),
@@ -163,8 +159,9 @@ class ToolStatusAssertion(Assertion):
 
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
-        self.tool: Optional[str] = values.get("tool")
-        self.tools = tool_scope(self.tool)
+        selector = tool_selector(values, ctx, required=False)
+        self.tool: Optional[str] = selector.name_label if selector is not None else None
+        self.select_calls(selector)
         self.needs = frozenset((NEED_STATUS,))
 
     def new_state(self) -> EveryCallState:
@@ -201,7 +198,7 @@ class ToolDurationAssertion(Assertion):
         "finished."
     )
     fields = {
-        "tool": Field({"type": "string", "minLength": 1}, doc="Only calls of this tool (exact name). Default: every call."),
+        **tool_fields("Only calls of this tool (exact name).", required=False),
         "max": Field(
             DURATION_SCHEMA,
             required=True,
@@ -211,8 +208,9 @@ class ToolDurationAssertion(Assertion):
 
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
-        self.tool: Optional[str] = values.get("tool")
-        self.tools = tool_scope(self.tool)
+        selector = tool_selector(values, ctx, required=False)
+        self.tool: Optional[str] = selector.name_label if selector is not None else None
+        self.select_calls(selector)
         self.needs = frozenset((NEED_DURATION,))
         self.max_s = math.inf
         try:
@@ -256,6 +254,7 @@ class ToolDurationAssertion(Assertion):
 @register
 class ArgsValidAssertion(Assertion):
     type_name = "trace_args_valid"
+    tool_required = True
     order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
     doc = (
         "Every recorded call of `tool` must have arguments valid under the JSON Schema `schema`. A "
@@ -266,7 +265,7 @@ class ArgsValidAssertion(Assertion):
         "when the episode closed before it finished. A schema that accepts everything is refused."
     )
     fields = {
-        "tool": Field({"type": "string", "minLength": 1}, required=True, doc="Exact name of the tool whose calls are checked."),
+        **tool_fields("Exact name of the tool whose calls are checked.", required=True),
         "schema": Field(
             {"type": ["object", "boolean"]},
             required=True,
@@ -276,9 +275,10 @@ class ArgsValidAssertion(Assertion):
 
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
-        self.tool: str = values.get("tool") or ""
+        selector = tool_selector(values, ctx, required=True)
+        self.tool: str = selector.name_label if selector is not None else ""
         self.schema: Any = values.get("schema", True)
-        self.tools = frozenset((self.tool,))
+        self.select_calls(selector or CallSelector(""))
         self.needs = frozenset((NEED_ARGUMENTS,))
         self.validator = ctx.compile_schema(self.schema, field="schema")
 
@@ -341,6 +341,5 @@ __all__ = [
     "format_seconds",
     "DURATION_SCHEMA",
     "wants_evidence",
-    "tool_scope",
     "unfinished",
 ]

@@ -18,7 +18,7 @@ import json
 import math
 import os
 import re
-from typing import Any, Callable, Deque, Dict, FrozenSet, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Deque, Dict, FrozenSet, List, Mapping, Optional, Pattern, Sequence, Tuple
 
 from ..core.model import CONTENT_MISSING, CONTENT_OK, MISSING, EpisodeView, Failure, Outcome, ToolCall
 from .base import (  # noqa: F401 - call_ref is re-exported
@@ -35,6 +35,7 @@ from .base import (  # noqa: F401 - call_ref is re-exported
 )
 from .rules import HELD, INCONCLUSIVE, NOT_EXERCISED, RULE_ITEM_SCHEMA, VIOLATED, Rule, RuleEvaluation, RuleState, parse_rules
 from .schema_util import schema_is_vacuous, validation_messages
+from .selectors import warn_tool_name
 
 E_CFG_VACUOUS = "E_CFG_VACUOUS"
 E_CFG_UNSATISFIABLE = "E_CFG_UNSATISFIABLE"
@@ -622,6 +623,9 @@ class ToolBlocklistExpected(Assertion):
         if not blocked:
             ctx.error(E_CFG_VACUOUS, "`blocked` is empty: a blocklist with no names admits every call",
                       field="blocked", hint="list the tool names that must not be called")
+        for i, name in enumerate(blocked):
+            warn_tool_name(ctx, name, f"blocked[{i}]", instead="`blocked` names are exact (Assay's semantics); "
+                           "to block by pattern use `trace_must_not_call_tool` with `tool_pattern:`")
         self.blocked = frozenset(blocked)
         self.tools = self.blocked
         self.reports_at_start = True
@@ -730,20 +734,37 @@ class SequenceValidExpected(Assertion):
                           field="policy")
         self.rules: List[Rule] = parse_rules(inline_rules or [], ctx, "rules", aliases)
         self.rules += parse_rules(policy_rules, ctx, f"policy({values.get('policy')})", aliases)
+        for i, name in enumerate(self.sequence if given(values, "sequence") and self.sequence else []):
+            warn_tool_name(ctx, name, f"sequence[{i}]", instead="these names are exact; to select calls by "
+                           "pattern write a `sequence` rule with operands `{tool_pattern: REGEX}`")
         arg_tools = set()
+        arg_patterns = []
         for r in self.rules:
             for op in r.all_operands():
                 if op.reads_arguments:
                     arg_tools |= op.tools
+                    arg_patterns += [sel.pattern for sel in op.selectors if sel.pattern is not None]
         self._argument_tools: FrozenSet[str] = frozenset(arg_tools)
-        self.needs = frozenset({NEED_ARGUMENTS}) if arg_tools else frozenset()
+        self._argument_patterns: Tuple[Pattern[str], ...] = tuple(arg_patterns)
+        self.needs = frozenset({NEED_ARGUMENTS}) if arg_tools or arg_patterns else frozenset()
         self.tools = None  # positions and windows count every call
+
+    def named_tools(self) -> FrozenSet[str]:
+        names = set(self.sequence or ())
+        for r in self.rules:
+            for op in r.all_operands():
+                names |= op.tools
+        return frozenset(names)
 
     def new_state(self) -> _SequenceValidState:
         return _SequenceValidState([r.new_state() for r in self.rules])
 
     def _ready(self, call: ToolCall) -> bool:
-        return call.ended or call.name not in self._argument_tools or call.arguments_state != CONTENT_MISSING
+        if call.ended or call.arguments_state != CONTENT_MISSING:
+            return True
+        if call.name in self._argument_tools:
+            return False
+        return not any(p.fullmatch(call.name) for p in self._argument_patterns)
 
     def _drain(self, state: _SequenceValidState, force: bool = False) -> Optional[Failure]:
         first: Optional[Failure] = None

@@ -15,19 +15,29 @@ Messages number calls from 1 ("call #1" is the first call of the episode); ``spa
 call indices, as Assay's rule records do.
 
 Operands are call selectors (:mod:`.selectors`): a bare tool name, resolved through the policy's
-``aliases`` (an alias names one or several tools), or ``{tool, args_match}``. ``blocklist`` alone
+``aliases`` (an alias names one or several tools), ``{tool, args_match}``, or ``{tool_pattern,
+args_match}`` (an anchored regex over the name; no aliases). ``blocklist`` alone
 takes a plain substring ``pattern`` of the tool name (``*`` is literal, no alias, no arguments).
 """
 from __future__ import annotations
 
 import difflib
+import json
 from typing import Any, ClassVar, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple, Type
 
 import jsonschema
 
 from ..core.model import MISSING, ToolCall
 from .base import BuildContext, Field
-from .selectors import SELECTOR_SCHEMA, ArgsMatch, CallSelector
+from .selectors import (
+    SELECTOR_SCHEMA,
+    W_CFG_TOOL_NAME,
+    ArgsMatch,
+    CallSelector,
+    as_regex,
+    compile_tool_pattern,
+    warn_tool_name,
+)
 
 HELD = "held"
 VIOLATED = "violated"
@@ -98,7 +108,8 @@ class Operand:
 
     @property
     def tools(self) -> FrozenSet[str]:
-        return frozenset(s.tool for s in self.selectors)
+        """The exact names this operand selects (its ``tool_pattern`` selectors have none)."""
+        return frozenset(s.tool for s in self.selectors if s.pattern is None)
 
     @property
     def reads_arguments(self) -> bool:
@@ -134,14 +145,25 @@ def _resolve(tool: str, aliases: Optional[Mapping[str, Any]]) -> List[str]:
 def build_operand(spec: Any, ctx: BuildContext, field: str, aliases: Optional[Mapping[str, Any]] = None) -> Operand:
     """Build an operand from a selector spec (already shape-checked)."""
     if isinstance(spec, str):
+        if spec not in (aliases or {}):
+            warn_tool_name(ctx, spec, field, instead="to select calls by pattern write the operand as "
+                           f"`{{tool_pattern: {json.dumps(as_regex(spec))}}}` (an anchored regex)")
         return Operand(spec, [CallSelector(t) for t in _resolve(spec, aliases)], (spec, ()))
-    tool = spec["tool"]
     raw_match = spec.get("args_match") or {}
     args_match = ArgsMatch.build(raw_match, ctx, f"{field}.args_match")
+    if spec.get("tool_pattern"):
+        pattern = spec["tool_pattern"]
+        name = f"/{pattern}/"
+        selectors = [CallSelector("", args_match, compile_tool_pattern(ctx, pattern, f"{field}.tool_pattern"))]
+    else:
+        name = spec["tool"]
+        if name not in (aliases or {}):
+            warn_tool_name(ctx, name, f"{field}.tool", pattern_field="tool_pattern")
+        selectors = [CallSelector(t, args_match) for t in _resolve(name, aliases)]
     # Rule ids name the constrained arguments, not the regexes: ids stay short and stable.
-    label = f"{tool}[{','.join(sorted(raw_match))}]" if raw_match else tool
-    key = (tool, tuple(sorted(raw_match.items())))
-    return Operand(label, [CallSelector(t, args_match) for t in _resolve(tool, aliases)], key)
+    label = f"{name}[{','.join(sorted(raw_match))}]" if raw_match else name
+    key = (name, tuple(sorted(raw_match.items())))
+    return Operand(label, selectors, key)
 
 
 # -- rule kinds -----------------------------------------------------------------------------------
@@ -361,6 +383,20 @@ class BlocklistRule(Rule):
     @property
     def rule_id(self) -> str:
         return f"blocklist:{self.values['pattern']}"
+
+    def check(self, ctx: BuildContext, field: str) -> None:
+        # Assay's semantics stay: a plain substring, `*` included. A pattern that looks like a glob
+        # or regex is still only a substring, which is worth a warning.
+        pattern = self.values["pattern"]
+        literal = sorted(set(c for c in pattern if c in "*?[]()|^$\\{}+"))
+        if literal:
+            chars = " ".join(f"`{c}`" for c in literal)
+            ctx.warn(W_CFG_TOOL_NAME,
+                     f"blocklist pattern {json.dumps(pattern)} is a plain substring (Assay's semantics): it blocks "
+                     f"only tool names that contain {chars} literally",
+                     field=f"{field}.pattern",
+                     hint="write the substring itself (`delete_` blocks every name containing it), or use "
+                          "`trace_must_not_call_tool` with `tool_pattern:` for an anchored regex")
 
 
 # max_calls ----------------------------------------------------------------------------------------
@@ -758,7 +794,8 @@ def _schema_problem(value: Any, schema: Mapping[str, Any]) -> Optional[str]:
             bad = exc.instance
             if isinstance(bad, dict) and "args_match" in bad and not isinstance(bad.get("args_match"), dict):
                 return prefix + "`args_match` must be a map of argument name to regex"
-            return prefix + "expected a tool name or `{tool: NAME, args_match: {ARG: REGEX}}`"
+            return prefix + ("expected a tool name, `{tool: NAME, args_match: {ARG: REGEX}}` or "
+                             "`{tool_pattern: REGEX, args_match: {ARG: REGEX}}`")
         return prefix + exc.message
     return None
 

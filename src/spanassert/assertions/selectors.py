@@ -1,4 +1,9 @@
-"""Call selectors: a bare tool name, or ``{tool, args_match: {argument: regex}}``.
+"""Call selectors: a bare tool name, or ``{tool | tool_pattern, args_match: {argument: regex}}``.
+
+A tool name is compared exactly. ``tool_pattern`` is the explicit pattern form: a regular
+expression matched against the whole name (anchored: ``delete_.*`` matches ``delete_db``, not
+``undelete_db``). :func:`warn_tool_name` warns at load about an exact name that holds regex or glob
+characters or whitespace, since no call is named that way and the rule would pass forever.
 
 Semantics (Assay's ``CallSelector``): ``args_match`` is an AND over the named arguments, each regex
 searched (unanchored) in the argument's value. A missing argument, non-object arguments, or a value
@@ -11,7 +16,8 @@ whole text does not.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Mapping, Optional
+import re
+from typing import Any, Dict, Mapping, Optional, Pattern
 
 from ..core.model import CONTENT_MISSING, CONTENT_OK, ToolCall
 from .base import BuildContext
@@ -41,13 +47,25 @@ SELECTOR_SCHEMA: Dict[str, Any] = {
             "type": "object",
             "properties": {
                 "tool": {"type": "string", "minLength": 1},
+                "tool_pattern": {"type": "string", "minLength": 1},
                 "args_match": {"type": "object", "additionalProperties": ARG_CONDITION_SCHEMA},
             },
-            "required": ["tool"],
+            "oneOf": [{"required": ["tool"]}, {"required": ["tool_pattern"]}],
             "additionalProperties": False,
         },
     ]
 }
+
+W_CFG_TOOL_NAME = "W_CFG_TOOL_NAME"
+E_CFG_CONFLICT = "E_CFG_CONFLICT"
+E_CFG_REQUIRED = "E_CFG_REQUIRED"
+
+TOOL_PATTERN_DOC = ("An anchored regular expression for the tool name, instead of `tool` (`delete_.*` matches "
+                    "`delete_db`, not `undelete_db`).")
+
+# Characters that mean something in a regex or a glob and (almost) never occur in a tool name.
+_PATTERN_CHARS = re.compile(r"[*?\[\]()|^$\\{}+]")
+_GLOB_STAR = re.compile(r"(?<![.\]\)])\*")
 
 ARGS_MATCH_SCHEMA: Dict[str, Any] = {
     "type": "object",
@@ -148,36 +166,135 @@ class ArgsMatch:
 
 
 class CallSelector:
-    """Selects calls by exact tool name, optionally narrowed by ``args_match``."""
+    """Selects calls by exact tool name (or, with ``pattern``, by an anchored regex over the name),
+    optionally narrowed by ``args_match``."""
 
-    __slots__ = ("tool", "args_match")
+    __slots__ = ("tool", "args_match", "pattern")
 
-    def __init__(self, tool: str, args_match: Optional[ArgsMatch] = None) -> None:
-        self.tool = tool
+    def __init__(self, tool: str, args_match: Optional[ArgsMatch] = None,
+                 pattern: Optional[Pattern[str]] = None) -> None:
+        self.tool = tool  # the exact name; "" with a pattern
         self.args_match = args_match
+        self.pattern = pattern
 
     @classmethod
     def build(cls, spec: Any, ctx: BuildContext, field: str, aliases: Optional[Mapping[str, str]] = None) -> "CallSelector":
         if isinstance(spec, str):
+            warn_tool_name(ctx, spec, field)
             return cls((aliases or {}).get(spec, spec))
+        args_match = ArgsMatch.build(spec.get("args_match"), ctx, f"{field}.args_match")
+        if spec.get("tool_pattern"):
+            return cls("", args_match, compile_tool_pattern(ctx, spec["tool_pattern"], f"{field}.tool_pattern"))
         tool = spec.get("tool", "")
-        return cls((aliases or {}).get(tool, tool), ArgsMatch.build(spec.get("args_match"), ctx, f"{field}.args_match"))
+        warn_tool_name(ctx, tool, f"{field}.tool")
+        return cls((aliases or {}).get(tool, tool), args_match)
 
     def name_matches(self, call: ToolCall) -> bool:
-        return call.name == self.tool
+        if self.pattern is None:
+            return call.name == self.tool
+        return self.pattern.fullmatch(call.name) is not None
 
     def matches(self, call: ToolCall) -> bool:
-        if call.name != self.tool:
+        if not self.name_matches(call):
             return False
         return self.args_match is None or self.args_match.matches(call)
 
     def decidable(self, call: ToolCall) -> bool:
         """Whether ``matches`` can be trusted for this call (False: its arguments were not recorded)."""
-        if call.name != self.tool or self.args_match is None:
+        if self.args_match is None or not self.name_matches(call):
             return True
         return self.args_match.decidable(call)
 
+    @property
+    def name_label(self) -> str:
+        """The name part as messages show it: the exact name, or ``/pattern/``."""
+        return self.tool if self.pattern is None else f"/{self.pattern.pattern}/"
+
     def __str__(self) -> str:
         if self.args_match is None:
-            return self.tool
-        return f"{self.tool}({self.args_match.describe()})"
+            return self.name_label
+        return f"{self.name_label}({self.args_match.describe()})"
+
+
+# -- `tool` / `tool_pattern` on an assertion -------------------------------------------------------
+def compile_tool_pattern(ctx: BuildContext, pattern: str, field: str) -> Optional[Pattern[str]]:
+    """``tool_pattern``, compiled for whole-name matching (errors and backtracking risk reported)."""
+    return ctx.compile_regex(pattern, field=field)
+
+
+def tool_selector(values: Mapping[str, Any], ctx: BuildContext, *, required: bool,
+                  args_match: Optional[ArgsMatch] = None) -> Optional[CallSelector]:
+    """The selector of an assertion with ``tool`` and ``tool_pattern`` fields (at most one of them;
+    exactly one when ``required``). None when neither is given (every call) or after an error."""
+    tool, pattern = values.get("tool"), values.get("tool_pattern")
+    if tool is not None and pattern:
+        ctx.error(E_CFG_CONFLICT, "give `tool` (an exact name) or `tool_pattern` (a regex), not both",
+                  field="tool_pattern", hint="keep one of them")
+        return None
+    if pattern:
+        compiled = compile_tool_pattern(ctx, pattern, "tool_pattern")
+        return None if compiled is None else CallSelector("", args_match, compiled)
+    if tool is not None:
+        warn_tool_name(ctx, tool, "tool", pattern_field="tool_pattern")
+        return CallSelector(tool, args_match)
+    if required:
+        ctx.error(E_CFG_REQUIRED, "needs `tool` (an exact tool name) or `tool_pattern` (an anchored regex)",
+                  hint="add `tool: NAME`, or `tool_pattern: REGEX` to select calls by pattern")
+    return None
+
+
+def tool_name_problem(name: str) -> Optional[str]:
+    """Why ``name`` cannot be a tool name compared exactly, or None: regex or glob characters, or
+    whitespace."""
+    if not isinstance(name, str) or not name:
+        return None
+    if name != name.strip():
+        return "has leading or trailing whitespace"
+    if any(c.isspace() for c in name):
+        return "contains whitespace"
+    chars = sorted(set(_PATTERN_CHARS.findall(name)))
+    if chars:
+        return "contains regex or glob characters (" + " ".join(f"`{c}`" for c in chars) + ")"
+    return None
+
+
+def as_regex(name: str) -> str:
+    """A pattern that probably says what ``name`` meant: a glob's ``*`` becomes ``.*``."""
+    return _GLOB_STAR.sub(".*", name.replace("?", ".")) if "*" in name and ".*" not in name else name
+
+
+def warn_tool_name(ctx: BuildContext, name: Any, field: str, *, pattern_field: Optional[str] = None,
+                   instead: Optional[str] = None) -> None:
+    """Warn (``W_CFG_TOOL_NAME``, at ``field``) when an exact tool name can never match a call.
+
+    ``pattern_field`` names this assertion's pattern form; ``instead`` says where to write a
+    pattern when the assertion has none."""
+    problem = tool_name_problem(name) if isinstance(name, str) else None
+    if problem is None:
+        return
+    if "whitespace" in problem:
+        hint = f"write the name without it: `{name.strip()}`" if name != name.strip() else \
+            "tool names are compared exactly and rarely contain spaces: check the spelling"
+    elif pattern_field is not None:
+        hint = (f"to select calls by pattern write `{pattern_field}: {json.dumps(as_regex(name))}` (an anchored "
+                "regex) instead; if a tool is really named that, ignore this warning")
+    else:
+        hint = (instead or "to select calls by pattern use `trace_must_not_call_tool` / `trace_must_call_tool` "
+                "with `tool_pattern:`, or a sequence rule operand `{tool_pattern: REGEX}`") + \
+            "; if a tool is really named that, ignore this warning"
+    ctx.warn(W_CFG_TOOL_NAME, f"tool name {json.dumps(name)} {problem}; names are compared exactly, so no call "
+             "will ever match it and the rule would pass forever", field=field, hint=hint)
+
+
+def tool_fields(tool_doc: str, *, required: bool, empty_is_ineffective: bool = False) -> Dict[str, Any]:
+    """The ``tool`` and ``tool_pattern`` fields of an assertion type (with ``tool_required = required``
+    on the class, so ``spanassert schema`` asks for exactly one of them)."""
+    from .base import Field
+
+    suffix = "" if required else " Default: every call."
+    return {
+        # Assay: an empty `tool` on the must/must-not types is refused as ineffective, not as a type error.
+        "tool": Field({"type": "string"} if empty_is_ineffective else {"type": "string", "minLength": 1},
+                      doc=tool_doc + suffix),
+        "tool_pattern": Field({"type": "string", "minLength": 1}, doc=TOOL_PATTERN_DOC + suffix),
+    }

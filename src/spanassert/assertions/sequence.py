@@ -14,11 +14,12 @@ Each matcher keeps a position (or the set of names still missing): O(rule size),
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, FrozenSet, List, Optional, Set
 
 from ..core.model import EpisodeView, Failure, Outcome, ToolCall
 from .base import Assertion, BuildContext, Field, register
 from .call_checks import call_ref, unfinished
+from .selectors import warn_tool_name
 
 
 class SequenceState:
@@ -165,9 +166,14 @@ class _OrderAssertion(Assertion):
     decides_on_close = True
     matcher: _Matcher
 
-    def _use(self, matcher: _Matcher) -> None:
+    def _use(self, matcher: _Matcher, ctx: BuildContext, field: str) -> None:
         self.matcher = matcher
         self.tools = None if matcher.needs_all_calls else frozenset(matcher.expected)
+        for i, name in enumerate(matcher.expected):
+            warn_tool_name(ctx, name, f"{field}[{i}]", instead=_PATTERN_INSTEAD)
+
+    def named_tools(self) -> FrozenSet[str]:
+        return frozenset(self.matcher.expected)
 
     def new_state(self) -> SequenceState:
         return self.matcher.new_state()
@@ -184,6 +190,8 @@ class _OrderAssertion(Assertion):
 
 
 _TOOL_LIST_SCHEMA: Dict[str, Any] = {"type": "array", "items": {"type": "string", "minLength": 1}}
+_PATTERN_INSTEAD = ("these names are exact; to select calls by pattern use `expected: {type: sequence_valid, rules: "
+                    "[{type: sequence, tools: [{tool_pattern: REGEX}, ...]}]}`")
 
 
 @register
@@ -211,7 +219,8 @@ class ToolSequenceAssertion(_OrderAssertion):
         super().__init__(test_id, index, values, ctx)
         self.sequence: List[str] = list(values.get("sequence") or [])
         self.allow_other_tools: bool = bool(values.get("allow_other_tools"))
-        self._use(OrderedMatcher(self.sequence) if self.allow_other_tools else ExactMatcher(self.sequence))
+        self._use(OrderedMatcher(self.sequence) if self.allow_other_tools else ExactMatcher(self.sequence), ctx,
+                  "sequence")
 
     def ineffective_reason(self) -> Optional[str]:
         if self.allow_other_tools and not self.sequence:
@@ -249,7 +258,7 @@ class TrajectoryAssertion(_OrderAssertion):
         self.expected: List[str] = list(values.get("expected") or [])
         self.mode: str = values.get("mode") or "exact"
         matchers = {"exact": ExactMatcher, "prefix": PrefixMatcher, "contains": OrderedMatcher, "subset": SubsetMatcher}
-        self._use(matchers.get(self.mode, ExactMatcher)(self.expected))
+        self._use(matchers.get(self.mode, ExactMatcher)(self.expected), ctx, "expected")
 
     def ineffective_reason(self) -> Optional[str]:
         if not self.expected and self.mode != "exact":

@@ -9,7 +9,8 @@ from typing import Any, Dict, Optional
 
 from ..core.model import EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_STEPS, Assertion, BuildContext, Field, register
-from .call_checks import call_ref, calls_of, tool_scope, unfinished
+from .call_checks import call_ref, calls_of, unfinished
+from .selectors import tool_fields, tool_selector
 
 # Assay treats a bound of u32::MAX as "no bound": no episode reaches it.
 UNREACHABLE_BOUND = 2**32 - 1
@@ -82,14 +83,15 @@ class MaxToolCallsAssertion(Assertion):
     )
     fields = {
         "max": Field({"type": "integer", "minimum": 0}, required=True, doc="Most calls allowed (0: the tool must not be called)."),
-        "tool": Field({"type": "string", "minLength": 1}, doc="Count only calls of this tool (exact name). Default: every call."),
+        **tool_fields("Count only calls of this tool (exact name).", required=False),
     }
 
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
         self.max: int = values.get("max", UNREACHABLE_BOUND)
-        self.tool: Optional[str] = values.get("tool")
-        self.tools = tool_scope(self.tool)
+        self.selector = tool_selector(values, ctx, required=False)
+        self.tool: Optional[str] = self.selector.name_label if self.selector is not None else None
+        self.select_calls(self.selector)
 
     def ineffective_reason(self) -> Optional[str]:
         if self.max >= UNREACHABLE_BOUND:
@@ -100,7 +102,7 @@ class MaxToolCallsAssertion(Assertion):
         return CountState()
 
     def on_call_start(self, state: CountState, call: ToolCall) -> Optional[Failure]:
-        if self.tool is not None and call.name != self.tool:
+        if self.selector is not None and not self.selector.name_matches(call):
             return None
         state.count += 1
         if state.over or state.count <= self.max:

@@ -1,6 +1,6 @@
 """Required and forbidden tools: ``trace_must_call_tool`` and ``trace_must_not_call_tool`` (Assay V1).
 
-Both select calls by exact tool name, optionally narrowed by ``args_match`` (an AND of
+Both select calls by exact tool name (or ``tool_pattern``, an anchored regex), optionally narrowed by ``args_match`` (an AND of
 ``argument -> regex``, see :mod:`.selectors`). A forbidden tool is a safety rule and fails the
 moment the offending span starts (or, with ``args_match``, as soon as its arguments are known); a
 required tool is a liveness rule and is decided when the episode closes.
@@ -19,9 +19,7 @@ from .base import (
     register,
 )
 from .call_checks import call_ref, unfinished, wants_evidence
-from .selectors import ARGS_MATCH_SCHEMA, ArgsMatch, CallSelector
-
-_TOOL_FIELD_SCHEMA: Dict[str, Any] = {"type": "string"}
+from .selectors import ARGS_MATCH_SCHEMA, ArgsMatch, CallSelector, tool_fields, tool_selector
 _ARGS_MATCH_RULE = (
     "`{argument: regex}`, every regex searched (unanchored) in that argument's value (non-strings as "
     "JSON); a missing argument is no match."
@@ -48,8 +46,9 @@ class MustCallToolAssertion(Assertion):
         "closed before it finished (evicted, timed out, shut down) with the count not yet reached, or "
         "when calls of the tool had unrecorded arguments that could have made up the shortfall."
     )
+    tool_required = True
     fields = {
-        "tool": Field(_TOOL_FIELD_SCHEMA, required=True, doc="Exact name of the tool that must be called."),
+        **tool_fields("Exact name of the tool that must be called.", required=True, empty_is_ineffective=True),
         "min_calls": Field(
             {"type": "integer", "minimum": 0}, default=1, doc="Fewest calls required. Default 1; 0 is refused (cannot fail)."
         ),
@@ -58,10 +57,12 @@ class MustCallToolAssertion(Assertion):
 
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
-        self.tool: str = values.get("tool") or ""
         self.min_calls: int = values.get("min_calls", 1)
-        self.selector = CallSelector(self.tool, ArgsMatch.build(values.get("args_match"), ctx, "args_match"))
-        self.tools = frozenset((self.tool,))
+        self.selector = tool_selector(values, ctx, required=True,
+                                      args_match=ArgsMatch.build(values.get("args_match"), ctx, "args_match")
+                                      ) or CallSelector("")
+        self.tool = self.selector.name_label
+        self.select_calls(self.selector)
         self.needs = frozenset((NEED_ARGUMENTS,)) if self.selector.args_match is not None else frozenset()
 
     def ineffective_reason(self) -> Optional[str]:
@@ -130,16 +131,19 @@ class MustNotCallToolAssertion(Assertion):
         "start when recorded then, else span end). Inconclusive when a call of the tool had unrecorded "
         "arguments (so the match could not be decided), or when the episode closed before it finished."
     )
+    tool_required = True
     fields = {
-        "tool": Field(_TOOL_FIELD_SCHEMA, required=True, doc="Exact name of the forbidden tool."),
+        **tool_fields("Exact name of the forbidden tool.", required=True, empty_is_ineffective=True),
         "args_match": Field(ARGS_MATCH_SCHEMA, doc="Forbid only calls whose arguments match " + _ARGS_MATCH_RULE),
     }
 
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
-        self.tool: str = values.get("tool") or ""
-        self.selector = CallSelector(self.tool, ArgsMatch.build(values.get("args_match"), ctx, "args_match"))
-        self.tools = frozenset((self.tool,))
+        self.selector = tool_selector(values, ctx, required=True,
+                                      args_match=ArgsMatch.build(values.get("args_match"), ctx, "args_match")
+                                      ) or CallSelector("")
+        self.tool = self.selector.name_label
+        self.select_calls(self.selector)
         self.needs = frozenset((NEED_ARGUMENTS,)) if self.selector.args_match is not None else frozenset()
         self.reports_at_start = self.selector.args_match is None
 

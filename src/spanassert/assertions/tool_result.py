@@ -19,6 +19,7 @@ from .base import (
     register,
 )
 from .call_checks import EveryCallState, call_ref, every_call_outcome
+from .selectors import CallSelector, tool_fields, tool_selector
 from .result_grammar import (
     FAILED,
     FORMS,
@@ -32,6 +33,7 @@ from .result_grammar import (
 @register
 class ToolResultAssertion(Assertion):
     type_name = "trace_tool_result"
+    tool_required = True
     order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
     doc = (
         "Every call of `tool` must return a result that satisfies every line of `assert`, written in "
@@ -43,7 +45,7 @@ class ToolResultAssertion(Assertion):
         "had not ended by close, or when the episode closed before it finished."
     )
     fields = {
-        "tool": Field({"type": "string", "minLength": 1}, required=True, doc="Exact name of the tool whose results are checked."),
+        **tool_fields("Exact name of the tool whose results are checked.", required=True),
         "assert": Field(
             {"type": "array", "items": {"type": "string"}},
             required=True,
@@ -53,10 +55,11 @@ class ToolResultAssertion(Assertion):
 
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
-        self.tool: str = values.get("tool") or ""
+        selector = tool_selector(values, ctx, required=True)
+        self.tool: str = selector.name_label if selector is not None else ""
         self.lines: List[str] = list(values.get("assert") or [])
         self.checks: List[ResultCheck] = compile_result_checks(self.lines, ctx, "assert")
-        self.tools = frozenset((self.tool,))
+        self.select_calls(selector or CallSelector(""))
         needs = {NEED_RESULT}
         if any(c.reads_status for c in self.checks):
             needs.add(NEED_STATUS)

@@ -34,6 +34,7 @@ E_UNIT_FORM_FAILED = "E_UNIT_FORM_FAILED"  # raised by config.model.require_runn
 W_CFG_VACUOUS_EXPECTED = "W_CFG_VACUOUS_EXPECTED"
 W_CFG_EVIDENCE_KEY_UNSET = "W_CFG_EVIDENCE_KEY_UNSET"
 W_CFG_REGEX_BACKTRACKING = "W_CFG_REGEX_BACKTRACKING"  # raised in assertions.base.BuildContext.compile_regex
+W_CFG_TOOL_NAME = "W_CFG_TOOL_NAME"  # raised in assertions.selectors.warn_tool_name
 
 DESCRIPTIONS: Dict[str, str] = {
     E_PATH_NOT_FOUND: "the rules file does not exist (or is not a file)",
@@ -64,4 +65,5 @@ DESCRIPTIONS: Dict[str, str] = {
     W_CFG_VACUOUS_EXPECTED: "a test with no checks",
     W_CFG_EVIDENCE_KEY_UNSET: "`settings.evidence_key_env` names an unset environment variable",
     W_CFG_REGEX_BACKTRACKING: "a regex with nested or overlapping quantifiers (exponential backtracking)",
+    W_CFG_TOOL_NAME: "an exact tool name with regex/glob characters or whitespace: it can never match a call",
 }

@@ -187,6 +187,11 @@ def type_schema(cls: Type[Assertion], type_name: Optional[str] = None) -> Dict[s
     schema = object_schema(fields)
     schema["properties"] = {"type": {"const": name}, **schema["properties"]}
     schema["required"] = ["type"] + [n for n, f in fields.items() if f.required]
+    if "tool_pattern" in fields:
+        # `tool` (an exact name) or `tool_pattern` (a regex): one of them, or (optional) at most one.
+        one = [{"required": ["tool"]}, {"required": ["tool_pattern"]}]
+        schema.update({"oneOf": one} if getattr(cls, "tool_required", False)
+                      else {"not": {"required": ["tool", "tool_pattern"]}})
     if cls.doc:
         schema["description"] = cls.doc
     return schema

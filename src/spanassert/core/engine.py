@@ -40,6 +40,7 @@ from .results import AssertionResult, EpisodeResult, Violation
 _NO_STATE = object()
 _clock = time.perf_counter
 _FAR_FUTURE = 1 << 127
+_MAX_PATTERN_PLANS = 4096  # tool names whose `tool_pattern` dispatch is remembered per plan
 _PRECHECK_KEY = ("\0precheck",)  # the early-check plan's key in Engine._plans (no test id has a NUL)
 
 UNREADABLE_NO_NAME = "no_tool_name"
@@ -70,6 +71,9 @@ class Sink:
 
     def late_span(self) -> None:
         pass
+
+    def tool_called(self, name: str) -> None:
+        """A call of ``name`` started (replay lists rule names no call matched: near misses)."""
 
     def evaluated(self, seconds: float) -> None:
         pass
@@ -129,7 +133,7 @@ class _Plan:
     that a call touches only the rules that can apply to it."""
 
     __slots__ = ("slots", "by_tool", "any_tool", "step_slots", "step_end_slots", "time_slots", "excluded",
-                 "_tool_plans", "_other_tools")
+                 "_tool_plans", "_other_tools", "_pattern_slots")
 
     def __init__(self, slots: List[_Slot], excluded: List[TestCase]) -> None:
         self.slots = slots
@@ -139,6 +143,7 @@ class _Plan:
         steps: List[int] = []
         step_ends: List[int] = []
         times: List[int] = []
+        patterns: List[_Slot] = []
         for s in slots:
             a = s.assertion
             if a.wants_steps:
@@ -152,9 +157,14 @@ class _Plan:
             else:
                 for t in a.tools:
                     by_tool.setdefault(t, []).append(s.index)
+                if a.tool_pattern is not None:
+                    patterns.append(s)
+        # Rules that select calls by `tool_pattern`: a name's plan is computed on its first call.
+        self._pattern_slots: Tuple[_Slot, ...] = tuple(patterns)
         self.any_tool: Tuple[int, ...] = tuple(any_tool)
         self.by_tool: Dict[str, Tuple[int, ...]] = {
-            t: tuple(sorted(set(v) | set(any_tool))) for t, v in by_tool.items()
+            t: tuple(sorted(set(v) | set(any_tool) | {p.index for p in patterns if p.assertion.applies_to(t)}))
+            for t, v in by_tool.items()
         }
         self.step_slots: Tuple[int, ...] = tuple(steps)
         self.step_end_slots: Tuple[int, ...] = tuple(step_ends)
@@ -163,7 +173,20 @@ class _Plan:
         self._other_tools = _ToolPlan(slots, self.any_tool)
 
     def tool_plan(self, name: str) -> _ToolPlan:
-        return self._tool_plans.get(name, self._other_tools)
+        plan = self._tool_plans.get(name)
+        if plan is not None:
+            return plan
+        if not self._pattern_slots:
+            return self._other_tools
+        return self._pattern_plan(name)
+
+    def _pattern_plan(self, name: str) -> _ToolPlan:
+        matched = [s.index for s in self._pattern_slots if s.assertion.applies_to(name)]
+        plan = _ToolPlan(self.slots, tuple(sorted(set(matched) | set(self.any_tool)))) if matched \
+            else self._other_tools
+        if len(self._tool_plans) < _MAX_PATTERN_PLANS + len(self.by_tool):
+            self._tool_plans[name] = plan  # names come from spans: the cache is bounded
+        return plan
 
 
 class Episode:
@@ -252,7 +275,7 @@ class Engine:
         alert_all = False
         for s in self._slots_all:
             if s.assertion.reports_at_start:
-                if s.assertion.tools is None:
+                if s.assertion.tools is None or s.assertion.tool_pattern is not None:
                     alert_all = True
                 else:
                     alert.update(s.assertion.tools)
@@ -560,6 +583,7 @@ class Engine:
         view = ep.view
         call = ToolCall(tool, span_id, trace_id, parent_id, start_ns, view.call_count, agent, call_id)
         view.call_count += 1
+        self.sink.tool_called(tool)
         open_calls = ep.open_calls
         if len(open_calls) >= self.max_in_flight:
             # Bounded memory: forget the oldest in-flight call; its content is never judged.
@@ -847,7 +871,7 @@ class Engine:
             )
         a = slot.assertion
         if in_flight and slot.content_needed:
-            pending = [c for c in in_flight if a.tools is None or c.name in a.tools]
+            pending = [c for c in in_flight if a.applies_to(c.name)]
             if pending:
                 return Verdict.INCONCLUSIVE, (
                     f"{len(pending)} call(s) of `{pending[0].name}` had not ended when the episode closed"

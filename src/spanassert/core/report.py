@@ -11,6 +11,9 @@ from .results import EpisodeResult, Violation
 
 REPORT_SCHEMA = "spanassert.replay.v1"
 
+# Distinct tool names a report remembers (for near misses); span data is hostile, so bounded.
+MAX_TOOL_NAMES = 10_000
+
 
 class RuleCoverage:
     """Per assertion: on how many episodes it passed, failed, was inconclusive, did not apply."""
@@ -25,6 +28,40 @@ class RuleCoverage:
 
     def to_dict(self) -> Dict[str, Any]:
         return {"test": self.test_id, "type": self.assertion_type, "index": self.index, **self.counts}
+
+
+_SEPARATORS = str.maketrans("", "", "-_. ")
+
+
+def near_miss_key(name: str) -> str:
+    """What two tool names share when they differ only by case or separators."""
+    return name.casefold().translate(_SEPARATORS)
+
+
+class NearMiss:
+    """A rule's exact tool name that matched no call, and the call names that differ from it only
+    by case or separators (with their call counts)."""
+
+    __slots__ = ("test_id", "assertion_type", "index", "tool", "seen", "position")
+
+    def __init__(self, test_id: str, assertion_type: str, index: int, tool: str, seen: List[Tuple[str, int]],
+                 position: Optional[Tuple[Optional[int], Optional[int]]] = None) -> None:
+        self.test_id = test_id
+        self.assertion_type = assertion_type
+        self.index = index
+        self.tool = tool
+        self.seen = seen
+        self.position = position  # (line, column) of the assertion in the rules file, when known
+
+    def describe(self) -> str:
+        seen = ", ".join(f"`{n}` ({c} call{'s' if c != 1 else ''})" for n, c in self.seen)
+        return (f"`{self.tool}` matched no call, but {seen} differ only by case or separators; tool names are "
+                "compared exactly: fix the name in the rules file (or use `tool_pattern:`)")
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"test": self.test_id, "type": self.assertion_type, "index": self.index, "tool": self.tool,
+                "seen": [{"name": n, "calls": c} for n, c in self.seen],
+                "line": self.position[0] if self.position else None}
 
 
 class Report:
@@ -42,6 +79,8 @@ class Report:
         # (trace id, span id) -> input location ("file.jsonl:12") of spans that carry a violation.
         self.sources: Optional[Dict[Tuple[str, str], str]] = {}
         self.coverage: Dict[tuple, RuleCoverage] = {}
+        # Tool name -> calls, for near misses (at most MAX_TOOL_NAMES distinct names are kept).
+        self.tool_names: Dict[str, int] = {}
         for t in config.tests:
             for a in t.trace_assertions:
                 key = (t.id, a.index)
@@ -105,7 +144,29 @@ class Report:
             "violations": [v.to_dict() for v in self.violations],
             "issues": [_issue_dict(i) for i in self.issues],
             "overflows": dict(self.overflows),
+            "near_misses": [m.to_dict() for m in self.near_misses()],
         }
+
+    def near_misses(self) -> List["NearMiss"]:
+        """Exact tool names in the rules that matched no call while a call's name differs from them
+        only by case or separators (``-``, ``_``, ``.``, space): ``delete_database`` vs
+        ``delete-database``. Such a rule checks nothing; the report says so."""
+        if not self.tool_names:
+            return []
+        by_key: Dict[str, List[str]] = {}
+        for name in self.tool_names:
+            by_key.setdefault(near_miss_key(name), []).append(name)
+        out: List[NearMiss] = []
+        for t in self.config.tests:
+            for a in t.trace_assertions:
+                for wanted in sorted(a.named_tools()):
+                    if wanted in self.tool_names:
+                        continue
+                    seen = sorted(n for n in by_key.get(near_miss_key(wanted), ()) if n != wanted)
+                    if seen:
+                        out.append(NearMiss(t.id, a.type_name, a.index, wanted,
+                                            [(n, self.tool_names[n]) for n in seen], getattr(a, "position", None)))
+        return out
 
 
 def _issue_dict(issue: Any) -> Dict[str, Any]:
@@ -139,6 +200,14 @@ class ReportSink(Sink):
 
     def late_span(self) -> None:
         self.report.late_spans += 1
+
+    def tool_called(self, name: str) -> None:
+        names = self.report.tool_names
+        n = names.get(name)
+        if n is not None:
+            names[name] = n + 1
+        elif len(names) < MAX_TOOL_NAMES:
+            names[name] = 1
 
     def overflow(self, kind: str) -> None:
         self.report.overflows[kind] = self.report.overflows.get(kind, 0) + 1

@@ -113,6 +113,21 @@ def render_sarif(report: Report, *, fail_on_inconclusive: bool = False,
                 r.shadow, {"assertion_type": r.assertion_type, "assertion_index": r.index, "episode_key": ep.key,
                            "verdict": "inconclusive"}, kind)
             n += 1
+    base += n
+    for i, miss in enumerate(report.near_misses()):
+        # Where the rule is written: the fix is in the rules file, not in the spans.
+        result: Dict[str, Any] = {"ruleId": miss.test_id, "kind": "review", "level": "none",
+                                  "message": {"text": f"near miss: {miss.describe()}"},
+                                  "properties": {"assertion_type": miss.assertion_type,
+                                                 "assertion_index": miss.index, "near_miss": miss.to_dict()}}
+        if report.config.source:
+            physical: Dict[str, Any] = {"artifactLocation": {"uri": _artifact_uri(report.config.source)}}
+            if miss.position and miss.position[0]:
+                physical["region"] = {"startLine": miss.position[0]}
+            result["locations"] = [{"physicalLocation": physical}]
+        if miss.test_id in rule_index:
+            result["ruleIndex"] = rule_index[miss.test_id]
+        ranked.append(((_LEVEL_RANK["none"], base + i), result))
     ranked.sort(key=lambda x: x[0])
     total = len(ranked)
     kept = [r for _, r in ranked[: max(0, max_results)]]

@@ -2,7 +2,8 @@
 
 Layout: one block per episode (trace id, key, root span name) with a line per assertion
 (✓ passed, ✗ failed, ? inconclusive, – not applicable) carrying the assertion's own message; a
-coverage table per rule, so a rule that never applied cannot pass for green; input issues with
+coverage table per rule, so a rule that never applied cannot pass for green; near misses (a rule's
+tool name that matched no call while a call's name differs only by case or separators); input issues with
 file:line; span counts; and a closing line that is exactly ``N passed, N failed, N inconclusive``.
 """
 from __future__ import annotations
@@ -112,6 +113,11 @@ def render_text(report: Report, *, quiet: bool = False, baseline: Optional[Basel
     if not quiet:
         out.append("")
         out.extend(_coverage_lines(report))
+    near = report.near_misses()
+    if near:
+        out.append("")
+        out.append("Near misses (a rule's tool name matched no call; a call's name differs only by case or separators):")
+        out.extend(f"  {m.test_id} {m.assertion_type}: {m.describe()}" for m in near)
     if baseline is not None:
         out.append("")
         out.extend(_baseline_lines(baseline))

@@ -72,6 +72,10 @@ class ServeSink(Telemetry):
                 pass
         super().violation(v)
 
+    def tool_called(self, name: str) -> None:
+        if self.report_sink is not None:
+            self.report_sink.tool_called(name)  # the report's near misses
+
     def episode_closed(self, result: EpisodeResult) -> None:
         self.episodes_closed += 1
         verdict = result.verdict
