@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, NEED_RESULT, Assertion, BuildContext, Field, register
 from .call_checks import call_ref, unfinished
-from .selectors import MAX_MATCH_CHARS
+from .selectors import MAX_MATCH_CHARS, warn_tool_name
 from .values import PATH_SCHEMA, Walk, digest, parse_path, show_path
 
 # Distinct source values remembered per episode.
@@ -91,6 +91,8 @@ class NoFlowAssertion(Assertion):
         self.sink_tool: Optional[str] = dst.get("tool")
         self.sink_path = parse_path(dst.get("path"))
         self.min_length: int = values.get("min_length") or 8
+        warn_tool_name(ctx, self.source_tool, "from.tool")
+        warn_tool_name(ctx, self.sink_tool, "to.tool")
         self.tools = None if self.sink_tool is None else frozenset((self.source_tool, self.sink_tool))
         self.needs = frozenset((NEED_ARGUMENTS, NEED_RESULT))
 

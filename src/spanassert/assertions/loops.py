@@ -20,7 +20,8 @@ from typing import Any, Deque, Dict, List, Optional
 
 from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, Assertion, BuildContext, Field, register
-from .call_checks import call_ref, calls_of, tool_scope, unfinished
+from .call_checks import call_ref, calls_of, unfinished
+from .selectors import tool_fields, tool_selector
 from .steps import UNREACHABLE_BOUND
 from .values import canonical_digest
 
@@ -81,7 +82,7 @@ class NoRepeatAssertion(Assertion):
                      doc="Most identical calls allowed, and most back-to-back repetitions of a pattern."),
         "window": Field({"type": "integer", "minimum": 2, "maximum": MAX_WINDOW},
                         doc="Count identical calls only within this many consecutive calls. Default: the whole episode."),
-        "tool": Field({"type": "string", "minLength": 1}, doc="Only calls of this tool (exact name). Default: every call."),
+        **tool_fields("Only calls of this tool (exact name).", required=False),
         "cycle_length": Field({"type": "integer", "minimum": 0, "maximum": MAX_CYCLE_LENGTH}, default=4,
                               doc="Longest pattern of tool names checked for cycles (0 or 1: no cycle check). Default 4."),
     }
@@ -90,12 +91,13 @@ class NoRepeatAssertion(Assertion):
         super().__init__(test_id, index, values, ctx)
         self.max: int = values.get("max") or UNREACHABLE_BOUND
         self.window: Optional[int] = values.get("window")
-        self.tool: Optional[str] = values.get("tool")
+        selector = tool_selector(values, ctx, required=False)
+        self.tool: Optional[str] = selector.name_label if selector is not None else None
         cycle = values.get("cycle_length")
         self.cycle_length: int = 4 if cycle is None else int(cycle)
         if self.tool is not None or self.cycle_length < 2:
             self.cycle_length = 0  # one tool name cannot form a pattern of two different calls
-        self.tools = tool_scope(self.tool)
+        self.select_calls(selector)
         self.needs = frozenset((NEED_ARGUMENTS,))
 
     def ineffective_reason(self) -> Optional[str]:

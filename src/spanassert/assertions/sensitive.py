@@ -15,7 +15,7 @@ from ..core.model import CONTENT_OK, CONTENT_UNPARSABLE, EpisodeView, Failure, O
 from .base import NEED_ARGUMENTS, NEED_FINAL_OUTPUT, NEED_RESULT, Assertion, BuildContext, Field, register
 from .call_checks import call_ref, unfinished
 from .detectors import DETECTOR_NAMES, expand, scan
-from .selectors import MAX_MATCH_CHARS
+from .selectors import MAX_MATCH_CHARS, warn_tool_name
 from .values import Walk, show_path
 
 WHERE_ARGUMENTS = "arguments"
@@ -101,6 +101,8 @@ class NoSensitiveDataAssertion(Assertion):
         if tools and not (self.scan_args or self.scan_results):
             ctx.error("E_CFG_VALUE", "`tools` narrows the calls scanned, but `in: output` scans no call",
                       field="tools", hint="drop `tools`, or add `arguments` or `results` to `in`")
+        for i, name in enumerate(tools or []):
+            warn_tool_name(ctx, name, f"tools[{i}]")
         if self.scan_args or self.scan_results:
             self.tools = frozenset(tools) if tools else None
         else:
