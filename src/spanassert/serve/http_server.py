@@ -32,11 +32,101 @@ if TYPE_CHECKING:
 
 
 class _BodyError(Exception):
-    def __init__(self, status: int, code: int, message: str) -> None:
+    """A request refused with ``status``; ``close``: the connection cannot be reused (the end of
+    this request's body is unknown, or it was not read)."""
+
+    def __init__(self, status: int, code: int, message: str, close: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.close = close
+
+
+# -- request bodies: strict framing (RFC 9112 sections 6 and 7) ------------------------------------
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+_DIGITS = frozenset(b"0123456789")
+MAX_CHUNK_LINE = 4096  # a chunk-size line with its extensions
+MAX_TRAILER_BYTES = 16 * 1024
+
+
+def _framing_error(message: str, status: int = 400) -> _BodyError:
+    return _BodyError(status, CODE_INVALID_ARGUMENT, message, close=True)
+
+
+def _over_limit(limit: int, size: Optional[int] = None) -> _BodyError:
+    what = f"is {size} bytes, over" if size is not None else "is over"
+    return _BodyError(413, CODE_INVALID_ARGUMENT, f"request body {what} the limit of {limit} bytes (--max-request-bytes)",
+                      close=True)
+
+
+def read_body(rfile: Any, headers: Any, limit: int) -> bytes:
+    """The raw body of one request, framed by exactly one of ``Content-Length`` (decimal digits
+    only; repeated only with the same value) or ``Transfer-Encoding: chunked`` (nothing else, no
+    ``Content-Length`` beside it), never more than ``limit`` bytes read into memory."""
+    te = headers.get_all("Transfer-Encoding") or []
+    cl = headers.get_all("Content-Length") or []
+    if te:
+        if cl:
+            raise _framing_error("both Transfer-Encoding and Content-Length are set: send one of them")
+        codings = [t.strip().lower() for v in te for t in v.split(",")]
+        if codings != ["chunked"]:
+            raise _framing_error(f"unsupported Transfer-Encoding {', '.join(te)!r}: send chunked or a Content-Length",
+                                 501)
+        return _read_chunked(rfile, limit)
+    if not cl:
+        raise _BodyError(411, CODE_INVALID_ARGUMENT, "Content-Length is required", close=True)
+    values = {v.strip(" \t") for v in cl}
+    if len(values) != 1:
+        raise _framing_error(f"Content-Length is set {len(cl)} times with different values")
+    text = values.pop()
+    raw_text = text.encode("utf-8", "replace")
+    if not raw_text or not _DIGITS.issuperset(raw_text):
+        raise _framing_error(f"Content-Length {text[:40]!r} is not a decimal number")
+    if len(raw_text) > 19 or int(raw_text) > limit:
+        raise _over_limit(limit, int(raw_text) if len(raw_text) <= 19 else None)
+    n = int(raw_text)
+    raw = rfile.read(n)
+    if len(raw) != n:
+        raise _framing_error(f"request body ended after {len(raw)} of {n} bytes (Content-Length)")
+    return raw
+
+
+def _read_chunked(rfile: Any, limit: int) -> bytes:
+    parts: List[bytes] = []
+    total = 0
+    while True:
+        line = rfile.readline(MAX_CHUNK_LINE + 1)
+        if len(line) > MAX_CHUNK_LINE:
+            raise _framing_error("chunk-size line too long")
+        if not line.endswith(b"\r\n"):
+            raise _framing_error("chunked body ended early (a chunk-size line without CRLF)")
+        size_text, semi, _ext = line[:-2].partition(b";")
+        if semi:
+            size_text = size_text.rstrip(b" \t")  # optional whitespace before extensions
+        if not size_text or not _HEX.issuperset(size_text):
+            raise _framing_error(f"malformed chunk size {size_text[:40]!r}: expected hexadecimal digits only")
+        if len(size_text.lstrip(b"0")) > 16:
+            raise _over_limit(limit)
+        size = int(size_text, 16)
+        if size == 0:
+            trailer = 0
+            while True:  # trailer fields, ignored; bounded
+                t = rfile.readline(MAX_CHUNK_LINE + 1)
+                trailer += len(t)
+                if t == b"\r\n":
+                    return b"".join(parts)
+                if not t.endswith(b"\r\n") or trailer > MAX_TRAILER_BYTES:
+                    raise _framing_error("malformed or oversized chunked trailer")
+        total += size
+        if total > limit:
+            raise _over_limit(limit)
+        data = rfile.read(size)
+        if len(data) != size:
+            raise _framing_error(f"chunked body ended after {len(data)} of {size} bytes of a chunk")
+        if rfile.read(2) != b"\r\n":
+            raise _framing_error("a chunk is not followed by CRLF")
+        parts.append(data)
 
 
 def _media_type(header: Optional[str]) -> str:
@@ -96,7 +186,14 @@ def make_http_handler(receiver: Receiver) -> type:
             return self.path.split("?", 1)[0]
 
         # -- methods --
+        def _unread_body(self) -> bool:
+            """True when the request declares a body this method does not read."""
+            cl = (self.headers.get("Content-Length") or "0").strip()
+            return cl != "0" or self.headers.get("Transfer-Encoding") is not None
+
         def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+            if self._unread_body():
+                self.close_connection = True  # its end is unknown: the next request cannot be found
             path = self._path()
             if path == HEALTH_PATH:
                 health = receiver.health()
@@ -137,7 +234,7 @@ def make_http_handler(receiver: Receiver) -> type:
                 body = self._body()
                 records, errors, wire = self._decode(ctype, body)
             except _BodyError as exc:
-                self._error(exc.status, exc.code, exc.message, close=exc.status == 413 or exc.status == 411)
+                self._error(exc.status, exc.code, exc.message, close=exc.close)
                 return
             if not receiver.accept(records, wire, len(errors)):
                 self._error(503, CODE_UNAVAILABLE,
@@ -164,25 +261,7 @@ def make_http_handler(receiver: Receiver) -> type:
 
         # -- body --
         def _body(self) -> bytes:
-            if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-                raw = self._read_chunked()
-            else:
-                length = self.headers.get("Content-Length")
-                if length is None:
-                    raise _BodyError(411, CODE_INVALID_ARGUMENT, "Content-Length is required")
-                try:
-                    n = int(length)
-                except ValueError:
-                    raise _BodyError(400, CODE_INVALID_ARGUMENT, f"Content-Length {length!r} is not a number") from None
-                if n < 0:
-                    raise _BodyError(400, CODE_INVALID_ARGUMENT, f"Content-Length {n} is negative")
-                if n > limit:
-                    raise _BodyError(413, CODE_INVALID_ARGUMENT,
-                                     f"request body is {n} bytes, over the limit of {limit} (--max-request-bytes)")
-                raw = self.rfile.read(n)
-                if len(raw) != n:
-                    raise _BodyError(400, CODE_INVALID_ARGUMENT,
-                                     f"request body ended after {len(raw)} of {n} bytes (Content-Length)")
+            raw = read_body(self.rfile, self.headers, limit)
             encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
             if encoding in ("gzip", "x-gzip"):
                 return _gunzip(raw, limit)
@@ -190,26 +269,6 @@ def make_http_handler(receiver: Receiver) -> type:
                 raise _BodyError(415, CODE_INVALID_ARGUMENT,
                                  f"unsupported Content-Encoding {encoding!r}: send gzip or no encoding")
             return raw
-
-        def _read_chunked(self) -> bytes:
-            parts: List[bytes] = []
-            total = 0
-            while True:
-                line = self.rfile.readline(1024)
-                try:
-                    size = int(line.split(b";", 1)[0].strip() or b"x", 16)
-                except ValueError:
-                    raise _BodyError(400, CODE_INVALID_ARGUMENT, "malformed chunked encoding") from None
-                if size == 0:
-                    while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
-                        pass  # trailers
-                    return b"".join(parts)
-                total += size
-                if total > limit:
-                    raise _BodyError(413, CODE_INVALID_ARGUMENT,
-                                     f"request body is over the limit of {limit} bytes (--max-request-bytes)")
-                parts.append(self.rfile.read(size))
-                self.rfile.readline(8)
 
         def _decode(self, ctype: str, body: bytes) -> Tuple[List[SpanRecord], List[Any], Optional[Dict]]:
             from ..otlp import SpanDecodeError, records_from_json
