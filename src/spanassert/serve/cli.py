@@ -25,6 +25,7 @@ from .protocol import (
 )
 from .providers import logger_provider_from_env, meter_provider_from_env
 from .receiver import Receiver
+from .tls import BEARER_TOKEN_ENV, TLSConfigError, TLSFiles, load_security
 
 
 def add_serve_command(sub: Any) -> None:
@@ -39,11 +40,19 @@ def add_serve_command(sub: Any) -> None:
     )
     p.add_argument("--config", required=True, metavar="FILE", help="rules file")
     p.add_argument("--grpc-endpoint", default=DEFAULT_GRPC_ENDPOINT, metavar="HOST:PORT",
-                   help=f"OTLP/gRPC address (default {DEFAULT_GRPC_ENDPOINT}; port 0 picks a free port; "
+                   help=f"OTLP/gRPC address (default {DEFAULT_GRPC_ENDPOINT}: this machine only; 0.0.0.0:4317 "
+                        "listens on every interface, then use TLS and a token; port 0 picks a free port; "
                         "'off' disables)")
     p.add_argument("--http-endpoint", default=DEFAULT_HTTP_ENDPOINT, metavar="HOST:PORT",
-                   help=f"OTLP/HTTP address (default {DEFAULT_HTTP_ENDPOINT}; port 0 picks a free port; "
-                        "'off' disables)")
+                   help=f"OTLP/HTTP address (default {DEFAULT_HTTP_ENDPOINT}: this machine only; 0.0.0.0:4318 "
+                        "listens on every interface; port 0 picks a free port; 'off' disables)")
+    p.add_argument("--tls-cert", metavar="FILE", help="PEM certificate (chain): both ports speak TLS 1.2+ only")
+    p.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert")
+    p.add_argument("--tls-client-ca", metavar="FILE",
+                   help="PEM CA certificate(s): require a client certificate signed by one (mutual TLS)")
+    p.add_argument("--bearer-token-file", metavar="FILE",
+                   help=f"require `Authorization: Bearer <token>` (gRPC metadata `authorization`) on every export, "
+                        f"the token read from FILE (or from ${BEARER_TOKEN_ENV}); /health stays open")
     p.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES, metavar="N",
                    help="largest request body, also after gzip decompression (default 16 MiB)")
     p.add_argument("--queue-size", type=int, default=DEFAULT_QUEUE_SPANS, metavar="SPANS",
@@ -102,6 +111,12 @@ def run_serve(args: argparse.Namespace) -> int:
         err.write(f"spanassert serve: cannot read {args.config}: {exc}\n")
         return 2
     options = _options_from_args(args)
+    try:
+        options.security = load_security(TLSFiles(args.tls_cert, args.tls_key, args.tls_client_ca,
+                                                  args.bearer_token_file))
+    except TLSConfigError as exc:
+        err.write(f"spanassert serve: {exc}\n")
+        return 2
     problems = []
     if options.grpc_endpoint is None and options.http_endpoint is None:
         problems.append("both --grpc-endpoint and --http-endpoint are off: nothing would be received")

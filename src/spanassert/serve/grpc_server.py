@@ -47,7 +47,14 @@ def _make_grpc_servicer(receiver: Receiver) -> Any:
 
     servicer = TraceService()
 
+    security = receiver.options.security
+
     def export_raw(body: bytes, context: Any) -> Any:
+        if security.token is not None:
+            auth = next((v for k, v in context.invocation_metadata() if k == "authorization"), None)
+            if not security.authorized(auth if isinstance(auth, str) else None):
+                context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                              "missing or wrong bearer token (metadata authorization: Bearer <token>)")
         # Parsed here, not by gRPC, so that a malformed request is INVALID_ARGUMENT, not INTERNAL.
         try:
             request = ExportTraceServiceRequest.FromString(body)
@@ -74,7 +81,11 @@ def start_grpc(receiver: Receiver, endpoint: str) -> None:
     )
     server.add_generic_rpc_handlers((_make_grpc_servicer(receiver),))
     try:
-        bound = server.add_insecure_port(hostport(host, port))
+        security = receiver.options.security
+        if security.tls:
+            bound = server.add_secure_port(hostport(host, port), security.grpc_credentials())
+        else:
+            bound = server.add_insecure_port(hostport(host, port))
     except RuntimeError as exc:
         raise EndpointError(f"--grpc-endpoint {endpoint}: cannot listen there ({exc}); pick another address") from None
     if not bound:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import errno
 import json
 import socket
+import ssl
 import threading
 import time
 import zlib
@@ -14,6 +15,7 @@ from ..core.model import SpanRecord
 from .protocol import (
     CODE_INVALID_ARGUMENT,
     CODE_NOT_FOUND,
+    CODE_UNAUTHENTICATED,
     CODE_UNAVAILABLE,
     CODE_UNIMPLEMENTED,
     CT_JSON,
@@ -135,6 +137,7 @@ def _media_type(header: Optional[str]) -> str:
 
 def make_http_handler(receiver: Receiver) -> type:
     limit = receiver.options.max_request_bytes
+    security = receiver.options.security
 
     class OTLPHTTPHandler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -150,11 +153,18 @@ def make_http_handler(receiver: Receiver) -> type:
             pass  # one line per request would drown the violations
 
         def handle(self) -> None:
-            # A client that vanishes mid-request is routine, not a traceback on stderr per connection
-            # (socketserver's default), which a hostile client could use to flood the log.
+            # A client that vanishes mid-request, or fails the TLS handshake (plain HTTP to a TLS
+            # port, no or a wrong client certificate), is routine, not a traceback on stderr per
+            # connection (socketserver's default), which a hostile client could use to flood the log.
             try:
+                if isinstance(self.connection, ssl.SSLSocket):
+                    self.connection.do_handshake()  # here, on this connection's thread and timeout
                 super().handle()
-            except ConnectionError:
+            except (ConnectionError, ssl.SSLError, socket.timeout):
+                self.close_connection = True
+            except OSError as exc:
+                if exc.errno is None and not isinstance(exc, ssl.SSLError):
+                    raise
                 self.close_connection = True
 
         # -- responses --
@@ -225,6 +235,10 @@ def make_http_handler(receiver: Receiver) -> type:
                 self._error(415, CODE_INVALID_ARGUMENT,
                             f"unsupported Content-Type {self.headers.get('Content-Type')!r}: send "
                             f"{CT_PROTOBUF} or {CT_JSON}", close=True)
+                return
+            if not security.authorized(self.headers.get("Authorization")):
+                self._error(401, CODE_UNAUTHENTICATED, "missing or wrong bearer token (Authorization: Bearer <token>)",
+                            (("WWW-Authenticate", 'Bearer realm="spanassert"'),), close=True)
                 return
             down = receiver.unavailable()
             if down is not None:
@@ -357,6 +371,10 @@ def start_http(receiver: Receiver, endpoint: str) -> None:
     handler = make_http_handler(receiver)
     try:
         server = OTLPHTTPServer((host, port), handler)
+        if receiver.options.security.tls:
+            # Handshakes happen on each connection's own thread (handle()), not in the accept loop.
+            server.socket = receiver.options.security.http_context().wrap_socket(
+                server.socket, server_side=True, do_handshake_on_connect=False)
     except OSError as exc:
         raise EndpointError(f"--http-endpoint {endpoint}: cannot listen there ({exc.strerror or exc}); "
                             "pick another address") from None

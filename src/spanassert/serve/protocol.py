@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Tuple
 
+from .tls import Security
+
 TRACES_PATH = "/v1/traces"
 HEALTH_PATH = "/health"
-DEFAULT_GRPC_ENDPOINT = "0.0.0.0:4317"
-DEFAULT_HTTP_ENDPOINT = "0.0.0.0:4318"
+# Loopback unless told otherwise (as the Collector's OTLP receiver): `0.0.0.0:4317` listens everywhere.
+DEFAULT_GRPC_ENDPOINT = "localhost:4317"
+DEFAULT_HTTP_ENDPOINT = "localhost:4318"
 DEFAULT_MAX_REQUEST_BYTES = 16 * 1024 * 1024
 DEFAULT_QUEUE_SPANS = 100_000
 DEFAULT_SETTLE_SECONDS = 2.0
@@ -72,7 +75,7 @@ def rejection_message(errors: List[Any]) -> str:
 
 class ServeOptions:
     __slots__ = ("grpc_endpoint", "http_endpoint", "max_request_bytes", "queue_size", "settle", "rootless_wait",
-                 "forward", "forward_queue_size", "report_json", "quiet", "engine_stall_timeout")
+                 "forward", "forward_queue_size", "report_json", "quiet", "engine_stall_timeout", "security")
 
     def __init__(self, *, grpc_endpoint: Optional[str] = DEFAULT_GRPC_ENDPOINT,
                  http_endpoint: Optional[str] = DEFAULT_HTTP_ENDPOINT,
@@ -80,7 +83,8 @@ class ServeOptions:
                  settle: float = DEFAULT_SETTLE_SECONDS, rootless_wait: Optional[float] = None,
                  forward: Optional[str] = None, forward_queue_size: int = DEFAULT_FORWARD_QUEUE_SPANS,
                  report_json: Optional[str] = None, quiet: bool = False,
-                 engine_stall_timeout: float = DEFAULT_ENGINE_STALL_TIMEOUT) -> None:
+                 engine_stall_timeout: float = DEFAULT_ENGINE_STALL_TIMEOUT,
+                 security: Optional[Security] = None) -> None:
         self.grpc_endpoint = grpc_endpoint
         self.http_endpoint = http_endpoint
         self.max_request_bytes = max_request_bytes
@@ -92,4 +96,5 @@ class ServeOptions:
         self.report_json = report_json
         self.quiet = quiet
         self.engine_stall_timeout = engine_stall_timeout
+        self.security = security or Security()  # TLS material and bearer token; none by default
 

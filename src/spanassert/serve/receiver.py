@@ -120,6 +120,11 @@ class Receiver:
             self.out.write(f"spanassert serve: OTLP/gRPC listening on {self.grpc_address}\n")
         if self.http_address:
             self.out.write(f"spanassert serve: OTLP/HTTP listening on {self.http_address}\n")
+        sec = self.options.security
+        if sec.tls or sec.token is not None:
+            parts = (["TLS" + (" with client certificates (mutual TLS)" if sec.client_ca else "")] if sec.tls else []) \
+                + (["a bearer token"] if sec.token is not None else [])
+            self.out.write(f"spanassert serve: both ports require {' and '.join(parts)}\n")
         self.out.flush()
 
     def stop(self, timeout: float = 30.0) -> None:
