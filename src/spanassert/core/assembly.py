@@ -215,6 +215,11 @@ class TraceBuffer:
             out.sort(key=lambda recs: min(r.start_ns for r in recs))
         return out
 
+    def release(self, trace_id: str) -> Optional[List[SpanRecord]]:
+        """Take one trace out now, whatever its state (a receiver's per-trace bound), or None."""
+        p = self.pending.pop(trace_id, None)
+        return p.records if p is not None else None
+
     def drain(self) -> List[List[SpanRecord]]:
         """Everything still held, in the order the traces started (end of input, shutdown)."""
         out = [p.records for p in self.pending.values()]

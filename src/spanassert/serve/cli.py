@@ -16,6 +16,8 @@ from .protocol import (
     DEFAULT_GRPC_ENDPOINT,
     DEFAULT_HTTP_ENDPOINT,
     DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_MAX_TRACE_SECONDS,
+    DEFAULT_MAX_TRACE_SPANS,
     DEFAULT_QUEUE_SPANS,
     DEFAULT_ROOTLESS_WAIT_CAP,
     DEFAULT_SETTLE_SECONDS,
@@ -62,6 +64,12 @@ def add_serve_command(sub: Any) -> None:
     p.add_argument("--rootless-wait", type=float, default=None, metavar="SECONDS",
                    help="quiet time before a trace whose root never arrived is judged "
                         f"(default: the rules file's episodes.idle_timeout, at most {DEFAULT_ROOTLESS_WAIT_CAP:g})")
+    p.add_argument("--max-trace-spans", type=int, default=DEFAULT_MAX_TRACE_SPANS, metavar="SPANS",
+                   help="a trace holding this many spans is judged at once, and what follows in pieces of this size; "
+                        "its rules are then never passed on what was seen (default 10000)")
+    p.add_argument("--max-trace-seconds", type=float, default=DEFAULT_MAX_TRACE_SECONDS, metavar="SECONDS",
+                   help="a trace still receiving spans this long after its first one is judged at once, the same way "
+                        f"(default {DEFAULT_MAX_TRACE_SECONDS:g})")
     p.add_argument("--forward", metavar="URL",
                    help="send every accepted span on to this OTLP/HTTP base URL (/v1/traces is appended), "
                         "offending spans with a gen_ai.evaluation.result event")
@@ -86,6 +94,7 @@ def _options_from_args(args: argparse.Namespace) -> ServeOptions:
         max_request_bytes=args.max_request_bytes, queue_size=args.queue_size, settle=args.settle,
         rootless_wait=args.rootless_wait, forward=args.forward, forward_queue_size=args.forward_queue_size,
         report_json=args.report_json, quiet=args.quiet, engine_stall_timeout=args.engine_stall_timeout,
+        max_trace_spans=args.max_trace_spans, max_trace_seconds=args.max_trace_seconds,
     )
 
 
@@ -124,6 +133,10 @@ def run_serve(args: argparse.Namespace) -> int:
         problems.append(f"--max-request-bytes {options.max_request_bytes}: must be at least 1")
     if options.queue_size < 1:
         problems.append(f"--queue-size {options.queue_size}: must be at least 1")
+    if options.max_trace_spans < 1:
+        problems.append(f"--max-trace-spans {options.max_trace_spans}: must be at least 1")
+    if not options.max_trace_seconds > 0:
+        problems.append(f"--max-trace-seconds {options.max_trace_seconds}: must be > 0 seconds")
     if not options.engine_stall_timeout > 0:
         problems.append(f"--engine-stall-timeout {options.engine_stall_timeout}: must be > 0 seconds")
     if options.settle < 0:

@@ -18,6 +18,11 @@ DEFAULT_SETTLE_SECONDS = 2.0
 # should not sit on spans for five minutes by default.
 DEFAULT_ROOTLESS_WAIT_CAP = 60.0
 DEFAULT_FORWARD_QUEUE_SPANS = 100_000
+# Per-trace bounds: a trace that reaches either is released (judged) at once, in pieces if it goes on.
+DEFAULT_MAX_TRACE_SPANS = 10_000
+DEFAULT_MAX_TRACE_SECONDS = 300.0
+# All buffered traces together; beyond this the least recently active trace is released.
+DEFAULT_MAX_BUFFERED_SPANS = 1_000_000
 # /health answers 503 when the engine thread has not gone round its loop for this long.
 DEFAULT_ENGINE_STALL_TIMEOUT = 30.0
 
@@ -75,7 +80,8 @@ def rejection_message(errors: List[Any]) -> str:
 
 class ServeOptions:
     __slots__ = ("grpc_endpoint", "http_endpoint", "max_request_bytes", "queue_size", "settle", "rootless_wait",
-                 "forward", "forward_queue_size", "report_json", "quiet", "engine_stall_timeout", "security")
+                 "forward", "forward_queue_size", "report_json", "quiet", "engine_stall_timeout", "security", "max_trace_spans",
+                 "max_trace_seconds", "max_buffered_spans")
 
     def __init__(self, *, grpc_endpoint: Optional[str] = DEFAULT_GRPC_ENDPOINT,
                  http_endpoint: Optional[str] = DEFAULT_HTTP_ENDPOINT,
@@ -84,7 +90,9 @@ class ServeOptions:
                  forward: Optional[str] = None, forward_queue_size: int = DEFAULT_FORWARD_QUEUE_SPANS,
                  report_json: Optional[str] = None, quiet: bool = False,
                  engine_stall_timeout: float = DEFAULT_ENGINE_STALL_TIMEOUT,
-                 security: Optional[Security] = None) -> None:
+                 security: Optional[Security] = None, max_trace_spans: int = DEFAULT_MAX_TRACE_SPANS,
+                 max_trace_seconds: float = DEFAULT_MAX_TRACE_SECONDS,
+                 max_buffered_spans: int = DEFAULT_MAX_BUFFERED_SPANS) -> None:
         self.grpc_endpoint = grpc_endpoint
         self.http_endpoint = http_endpoint
         self.max_request_bytes = max_request_bytes
@@ -96,5 +104,8 @@ class ServeOptions:
         self.report_json = report_json
         self.quiet = quiet
         self.engine_stall_timeout = engine_stall_timeout
+        self.max_trace_spans = max_trace_spans
+        self.max_trace_seconds = max_trace_seconds
+        self.max_buffered_spans = max_buffered_spans
         self.security = security or Security()  # TLS material and bearer token; none by default
 

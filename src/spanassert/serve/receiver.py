@@ -28,6 +28,9 @@ from ..core.report import Report
 from ..core.results import Violation
 from ..otlp.proto_encode import ForwardItem, export_request
 from .forwarder import Forwarder
+
+# spanassert.overflows{kind}: a trace judged before it settled (span or time bound per trace).
+OVERFLOW_TRACE_RELEASED_EARLY = "trace_released_early"
 from .intake import Batch, IntakeQueue
 from .protocol import DEFAULT_ROOTLESS_WAIT_CAP, ServeOptions
 from .sink import ServeSink
@@ -64,8 +67,13 @@ class Receiver:
         idle = options.rootless_wait
         if idle is None:
             idle = min(float(config.episodes.idle_timeout), DEFAULT_ROOTLESS_WAIT_CAP)
+        # Bounded per trace: a trace that reaches --max-trace-spans (or is still arriving after
+        # --max-trace-seconds) is released at once, so the buffer never drops one of its spans.
         self.buffer = TraceBuffer(settle=max(0.0, options.settle), idle=max(0.0, idle),
-                                  max_traces=max(config.episodes.max_open, 1) * 4)
+                                  max_traces=max(config.episodes.max_open, 1) * 4,
+                                  max_spans_per_trace=max(1, options.max_trace_spans))
+        self.buffered_spans = 0
+        self.traces_released_early = 0
         self._sides: Dict[str, _TraceSide] = {}
         self.queue = IntakeQueue(options.queue_size)
         self.forwarder = Forwarder(options.forward, max_spans=options.forward_queue_size) if options.forward else None
@@ -174,6 +182,7 @@ class Receiver:
             "spans_rejected": self.spans_rejected,
             "spans_refused": self.spans_refused,
             "duplicate_spans": self.duplicates,
+            "traces_released_early": self.traces_released_early,
             "internal_errors": self.internal_errors,
             "drain_cut": self.cut.is_set(),
             "spans_not_judged": self.unjudged_spans,
@@ -209,6 +218,8 @@ class Receiver:
             "status": state,
             "open_episodes": self.open_episodes,
             "buffered_traces": self.buffered_traces,
+            "buffered_spans": self.buffered_spans,
+            "traces_released_early": self.traces_released_early,
             "queue_depth": self.queue.depth,
             "queue_capacity": self.queue.max_spans,
             "spans_received": self.queue.accepted,
@@ -327,6 +338,9 @@ class Receiver:
         engine = self.engine
         role_of = engine.mapper.role
         wire = batch.wire
+        pending = self.buffer.pending
+        max_spans = self.options.max_trace_spans
+        max_age = self.options.max_trace_seconds
         for r in batch.records:
             side = self._sides.get(r.trace_id)
             if side is None:
@@ -350,10 +364,26 @@ class Receiver:
                         self._internal_error("serve_precheck", exc)
             if self.forwarder is not None:
                 side.wire[r.span_id] = wire.get((r.trace_id, r.span_id)) if wire is not None else None
+            self.buffered_spans += 1
             for trace in self.buffer.add(r, now):
                 self._feed(trace)
+            p = pending.get(r.trace_id)
+            if p is not None and (len(p.records) >= max_spans or now - p.first_seen_at >= max_age):
+                self._release_early(r.trace_id)
+        while self.buffered_spans > self.options.max_buffered_spans and pending:
+            self._release_early(next(iter(pending)))  # the least recently active trace
+
+    def _release_early(self, trace_id: str) -> None:
+        """Judge a trace now, before it settled: it reached the span or time bound per trace (it
+        may go on; what follows is judged in pieces, as late spans once its episode closed)."""
+        records = self.buffer.release(trace_id)
+        if records:
+            self.traces_released_early += 1
+            self.sink.overflow(OVERFLOW_TRACE_RELEASED_EARLY)
+            self._feed(records)
 
     def _feed(self, records: List[SpanRecord]) -> None:
+        self.buffered_spans -= len(records)
         side = self._sides.pop(records[0].trace_id, None)
         marks: Dict[str, List[Violation]] = {}
 
