@@ -23,7 +23,7 @@ _EPOCH = 1_700_000_000_000_000_000
 
 
 class Serve:
-    def __init__(self, tmp: Path, *extra: str, env: Optional[Dict[str, str]] = None) -> None:
+    def __init__(self, tmp: Path, *extra: str, env: Optional[Dict[str, str]] = None, report: bool = True) -> None:
         tmp.mkdir(parents=True, exist_ok=True)
         (tmp / "rules.yaml").write_text(RULES)
         self.report_path = tmp / "report.json"
@@ -35,10 +35,11 @@ class Serve:
         command = HARNESS if any(k in (env or {}) for k in HOOKS) else SPANASSERT
         self.proc = subprocess.Popen(
             command + ["serve", "--config", str(tmp / "rules.yaml"), "--grpc-endpoint", "127.0.0.1:0",
-                          "--http-endpoint", "127.0.0.1:0", "--report-json", str(self.report_path), "--quiet",
+                          "--http-endpoint", "127.0.0.1:0", *(["--report-json", str(self.report_path)] if report else []), "--quiet",
                           *extra],
             stdout=subprocess.PIPE, stderr=self._stderr, env=full_env, cwd=str(tmp))
         self.grpc = self.http = ""
+        self.stdout_tail = ""
         deadline = time.monotonic() + 60
         while not (self.grpc and self.http):
             assert time.monotonic() < deadline, "serve did not print its addresses"
@@ -64,7 +65,8 @@ class Serve:
         """SIGTERM; returns (exit code, seconds to exit, raw --report-json text)."""
         t0 = time.monotonic()
         self.proc.send_signal(signal.SIGTERM)
-        self.proc.communicate(timeout=timeout)
+        out, _ = self.proc.communicate(timeout=timeout)
+        self.stdout_tail = out.decode(errors="replace")
         took = time.monotonic() - t0
         self._stderr.close()
         text = self.report_path.read_text() if self.report_path.exists() else ""
