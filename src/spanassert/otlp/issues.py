@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
+from ..core.escaping import escape_control
+
 ERROR = "error"
 WARNING = "warning"
 
@@ -24,7 +26,8 @@ class InputIssue(NamedTuple):
             where += f":{self.line}"
         elif self.offset is not None:
             where += f" (byte {self.offset})"
-        return f"{where}: {self.severity}: {self.reason}"
+        # One line, whatever the input held (a reason can quote text from the file).
+        return escape_control(f"{where}: {self.severity}: {self.reason}")
 
     def __str__(self) -> str:
         return self.format()
