@@ -14,7 +14,7 @@ from assertion_driver import (
     ok,
 )
 
-from spanassert.assertions.call_checks import parse_duration
+from spanassert.core.durations import parse_duration
 from spanassert.core.model import CloseReason, Verdict
 
 # -- parse_duration ---------------------------------------------------------------------------------
@@ -161,3 +161,15 @@ def test_args_valid_invalid_schema_is_a_load_error() -> None:
         build({"type": "trace_args_valid", "tool": "t", "schema": {"type": "no-such-type"}})
     assert exc.value.codes == ["E_CFG_SCHEMA"]
     assert exc.value.problems[0][2] == "schema"
+
+
+@pytest.mark.parametrize("text, seconds", [("250us", 250e-6), ("250µs", 250e-6), ("5 m", 300.0), ("1500ns", 1.5e-6)])
+def test_settings_and_assertions_share_one_duration_grammar(text: str, seconds: float) -> None:
+    # The same string means the same duration in `episodes.idle_timeout` and `trace_tool_duration.max`.
+    from spanassert.config import load_config
+
+    config = load_config(f"version: 1\nepisodes: {{idle_timeout: '{text}'}}\n"
+                         f"tests: [{{id: t, assertions: [{{type: trace_tool_duration, max: '{text}'}}]}}]\n")
+    (assertion,) = config.tests[0].assertions
+    assert config.episodes.idle_timeout == pytest.approx(seconds)
+    assert assertion.max_s == pytest.approx(seconds)

@@ -293,6 +293,11 @@ def test_unknown_rule_type_and_key_get_a_did_you_mean():
     assert "did you mean `forbidden`" in refusal({"type": "never_after", "trigger": "a", "forbiden": "b"})[0]
 
 
+def test_rule_names_get_the_same_did_you_mean_as_rules_file_keys() -> None:
+    # One did-you-mean everywhere: a name in the wrong case is recognised, as the loader does for keys.
+    assert "did you mean `never_after`" in refusal({"type": "NEVER_AFTER", "trigger": "a", "forbidden": "b"})[0]
+
+
 def test_missing_and_mistyped_fields_are_named():
     assert "needs `max`" in refusal({"type": "max_calls", "tool": "a"})[0]
     assert "`within`" in refusal({"type": "eventually", "tool": "a", "within": 0})[0]

@@ -3,16 +3,15 @@
 Each is a safety rule: it fails at the offending call as soon as the content it reads is known. The
 engine hands a call's content (arguments included) to assertions when its span ends, live and in
 replay alike, so that both see the same thing at the same point. It also holds the small helpers the other recorded-trace families share: how a call is named
-in a message (:func:`call_ref`), what counts as an errored call (:func:`call_errored`), the duration
-syntax (:func:`parse_duration`), and the per-episode state of an every-call rule
+in a message (:func:`call_ref`), what counts as an errored call (:func:`call_errored`), and the per-episode state of an every-call rule
 (:class:`EveryCallState`).
 """
 from __future__ import annotations
 
 import math
-import re
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Optional
 
+from ..core.durations import DURATION_PATTERN, format_seconds, parse_duration
 from ..core.model import CONTENT_OK, STATUS_ERROR, EpisodeView, Failure, Outcome, ToolCall
 from .base import (  # noqa: F401 - call_ref is re-exported
     EVIDENCE_ALL,
@@ -49,51 +48,12 @@ def unfinished(episode: EpisodeView) -> str:
     return f"the episode closed before it finished ({reason})"
 
 
-_DURATION_UNITS: Dict[str, float] = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|m|h)\s*$")
-DURATION_PATTERN = r"^\s*\d+(\.\d+)?\s*(ns|us|µs|ms|s|m|h)\s*$"
 DURATION_SCHEMA: Dict[str, Any] = {
     "oneOf": [
         {"type": "number", "minimum": 0},
         {"type": "string", "pattern": DURATION_PATTERN},
     ]
 }
-
-
-def parse_duration(value: Union[int, float, str]) -> float:
-    """Seconds from a number of seconds or a string with a unit: ``"500ms"``, ``"2s"``, ``"1.5m"``.
-
-    Raises ValueError naming the accepted forms.
-    """
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a duration; use seconds (2.5) or a string such as \"500ms\"")
-    if isinstance(value, (int, float)):
-        if value < 0 or math.isnan(value):
-            raise ValueError(f"{value!r} is not a duration: it must be a number of seconds >= 0")
-        return float(value)
-    if isinstance(value, str):
-        m = _DURATION_RE.match(value)
-        if m is None:
-            raise ValueError(
-                f"{value!r} is not a duration; write seconds as a number (2.5) or a number with a unit "
-                "(ns, us, ms, s, m, h), e.g. \"500ms\", \"2s\", \"1m\""
-            )
-        return float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-    raise ValueError(f"{value!r} is not a duration; use seconds (2.5) or a string such as \"500ms\"")
-
-
-def format_seconds(seconds: float) -> str:
-    if seconds < 1:
-        return f"{seconds * 1000:g}ms"
-    return f"{seconds:g}s"
 
 
 def wants_evidence(assertion: Assertion, kind: str) -> bool:
@@ -337,8 +297,6 @@ __all__ = [
     "EveryCallState",
     "call_ref",
     "call_errored",
-    "parse_duration",
-    "format_seconds",
     "DURATION_SCHEMA",
     "wants_evidence",
     "unfinished",

@@ -21,13 +21,13 @@ takes a plain substring ``pattern`` of the tool name (``*`` is literal, no alias
 """
 from __future__ import annotations
 
-import difflib
 import json
 from typing import Any, ClassVar, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple, Type
 
 import jsonschema
 
 from ..core.model import MISSING, ToolCall
+from ..core.suggest import did_you_mean
 from .base import BuildContext, Field
 from .selectors import (
     SELECTOR_SCHEMA,
@@ -780,8 +780,8 @@ def rule_schema() -> Dict[str, Any]:
 
 # -- parsing --------------------------------------------------------------------------------------
 def _did_you_mean(word: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" (did you mean `{close[0]}`?)" if close else ""
+    guess = did_you_mean(word, choices)
+    return f" (did you mean `{guess}`?)" if guess else ""
 
 
 def _schema_problem(value: Any, schema: Mapping[str, Any]) -> Optional[str]:

@@ -9,18 +9,18 @@ past this module except :class:`~spanassert.core.model.ConfigError`.
 from __future__ import annotations
 
 import copy
-import difflib
 import importlib
 import json
 import operator
 import os
-import re
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple, Type
 
 import jsonschema
 
 from ..assertions.base import ASSERTION_TYPES, COMMON_FIELDS, EXPECTED_TYPES, Assertion, BuildContext, Field
+from ..core.durations import parse_duration
 from ..core.model import MISSING, ConfigError, Diagnostic, Outcome, Severity
+from ..core.suggest import did_you_mean
 from . import codes
 from .model import Config, EpisodeSettings, MappingRule, Match, Settings, TestCase
 from .schema import (
@@ -40,8 +40,6 @@ from .source import Document, KeyPath, SourceProblem, format_path, parse_documen
 ORIGIN_EXPECTED = "expected"
 ORIGIN_ASSERTIONS = "assertions"
 
-_DURATION = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)$")
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def load_config(path_or_text: Any, *, allow_ineffective_assertions: bool = False) -> Config:
@@ -89,15 +87,6 @@ def _ordered(diagnostics: List[Diagnostic]) -> List[Diagnostic]:
             seen.add(key)
             unique.append(d)
     return sorted(unique, key=lambda d: (d.line is None, d.line or 0, d.column or 0))
-
-
-def did_you_mean(word: str, candidates: Iterable[str]) -> Optional[str]:
-    pool = list(candidates)
-    lowered = {c.lower(): c for c in pool}
-    if word.lower() in lowered:
-        return lowered[word.lower()]
-    close = difflib.get_close_matches(word, pool, n=1, cutoff=0.6)
-    return close[0] if close else None
 
 
 class Reporter:
@@ -433,7 +422,10 @@ class _Loader:
         if isinstance(value.get("key"), str) and value["key"]:
             kwargs["key"] = value["key"]
         if "idle_timeout" in value:
-            seconds = parse_duration(value["idle_timeout"])
+            try:
+                seconds: Optional[float] = parse_duration(value["idle_timeout"])
+            except ValueError:
+                seconds = None  # the schema check reported it
             if seconds is not None and seconds > 0:
                 kwargs["idle_timeout"] = seconds
             elif seconds is not None:
@@ -724,17 +716,4 @@ def _is_valid(field: Field, value: Any) -> bool:
     return not list(_validator(field.schema).iter_errors(value))
 
 
-def parse_duration(value: Any) -> Optional[float]:
-    """Seconds from a number or `500ms`/`30s`/`5m`/`1h`; None when it is neither (reported elsewhere)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        m = _DURATION.match(value.strip())
-        if m:
-            return float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-    return None
-
-
-__all__ = ["load_config", "LoaderBuildContext", "Reporter", "did_you_mean", "parse_duration", "value_problem"]
+__all__ = ["load_config", "LoaderBuildContext", "Reporter", "value_problem"]

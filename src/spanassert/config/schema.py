@@ -11,6 +11,7 @@ import json
 from typing import Any, Dict, List, Mapping, Optional, Type
 
 from ..assertions.base import ASSERTION_TYPES, COMMON_FIELDS, EXPECTED_TYPES, Assertion, Field
+from ..core.durations import DURATION_PATTERN
 from ..core.model import MISSING
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -21,7 +22,6 @@ POSITIVE_INT: Dict[str, Any] = {"type": "integer", "minimum": 1}
 ONE_OR_MORE_NAMES: Dict[str, Any] = {
     "anyOf": [NON_EMPTY_STRING, {"type": "array", "items": NON_EMPTY_STRING, "minItems": 1}]
 }
-DURATION_PATTERN = r"^[0-9]+(\.[0-9]+)?(ms|s|m|h)$"
 
 # Keys that hold no checks of their own and may carry anything: the loader skips them.
 EXTENSION_PREFIXES = ("x-", "_")
