@@ -7,7 +7,7 @@ The public surface is small: :func:`load_config`, :class:`AssertionSpanProcessor
 """
 from __future__ import annotations
 
-from typing import Any
+from .core.exports import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -30,14 +30,4 @@ _EXPORTS = {
 
 __all__ = ["__version__", *_EXPORTS]
 
-
-def __getattr__(name: str) -> Any:
-    # Imported on first use: `import spanassert` stays cheap, and the SDK loads only when needed.
-    target = _EXPORTS.get(name)
-    if target is None:
-        raise AttributeError(f"module 'spanassert' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(target[0]), target[1])
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -2,7 +2,7 @@
 and the zero-code configurator."""
 from __future__ import annotations
 
-from typing import Any
+from ..core.exports import lazy_exports
 
 _EXPORTS = {
     "AssertionSpanProcessor": ("spanassert.live.processor", "AssertionSpanProcessor"),
@@ -11,13 +11,4 @@ _EXPORTS = {
 
 __all__ = list(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    target = _EXPORTS.get(name)
-    if target is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(target[0]), target[1])
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)

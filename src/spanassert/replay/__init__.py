@@ -5,6 +5,8 @@ import sys
 import types
 from typing import Any
 
+from ..core.exports import lazy_exports
+
 _EXPORTS = {
     "replay": ("spanassert.replay.driver", "replay"),
     "replay_records": ("spanassert.replay.driver", "replay_records"),
@@ -16,16 +18,7 @@ _EXPORTS = {
 
 __all__ = list(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    target = _EXPORTS.get(name)
-    if target is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(target[0]), target[1])
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 class _ReplayPackage(types.ModuleType):
