@@ -26,7 +26,7 @@ import hashlib
 import hmac
 import json
 import re
-from typing import Any, ClassVar, Dict, FrozenSet, Iterable, List, Mapping, Optional, Pattern, Tuple, Type
+from typing import Any, ClassVar, Dict, FrozenSet, List, Mapping, Optional, Pattern, Tuple, Type
 
 from ..core.model import MISSING, EpisodeView, Failure, ModelStep, Outcome, ToolCall, Verdict
 
@@ -429,10 +429,6 @@ def register_expected(cls: Type[Assertion]) -> Type[Assertion]:
 def call_ref(call: ToolCall) -> str:
     """How a message names a call: its 1-based position in the episode and its span."""
     return f"call #{call.index + 1}" + (f" (span {call.span_id})" if call.span_id else "")
-
-
-def failures_of(items: Iterable[Optional[Failure]]) -> List[Failure]:
-    return [f for f in items if f is not None]
 
 
 __all__ = [

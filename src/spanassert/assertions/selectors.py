@@ -131,9 +131,6 @@ class ArgsMatch:
         no message may show them, whatever ``evidence:`` says."""
         return any(isinstance(p, DetectorCondition) for p in self.patterns.values())
 
-    def needs_arguments(self) -> bool:
-        return True
-
     def decidable(self, call: ToolCall) -> bool:
         """False when the arguments were not recorded, or a matched argument is longer than
         :data:`MAX_MATCH_CHARS` (the match cannot be decided)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from operator import attrgetter, le
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .engine import Engine, SpanOutcome
 from .model import SpanRecord
@@ -226,13 +226,6 @@ class TraceBuffer:
         self.pending.clear()
         out.sort(key=lambda recs: min(r.start_ns for r in recs))
         return out
-
-
-def group_by_trace(records: Iterable[SpanRecord]) -> "OrderedDict[str, List[SpanRecord]]":
-    groups: "OrderedDict[str, List[SpanRecord]]" = OrderedDict()
-    for r in records:
-        groups.setdefault(r.trace_id, []).append(r)
-    return groups
 
 
 def monotonic() -> float:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ..assertions.base import NEED_ARGUMENTS, NEED_RESULT, Assertion
 from ..config.model import Config, TestCase, require_runnable
@@ -31,7 +31,6 @@ from .model import (
     EpisodeView,
     Failure,
     ModelStep,
-    Outcome,
     ToolCall,
     Verdict,
 )

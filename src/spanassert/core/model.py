@@ -324,9 +324,8 @@ class Outcome:
 class EpisodeView:
     """What an assertion may read about its episode when it decides at close.
 
-    Assertions keep their own O(1)/O(rule size) state; they must not expect the engine to keep every
-    call. ``calls`` holds at most ``max_calls_per_episode`` calls and only when some rule asked the
-    engine to keep them (``Assertion.keeps_calls``); ``calls_dropped`` says how many were not kept.
+    Assertions keep their own O(1)/O(rule size) state: the engine does not keep the episode's
+    calls. ``calls_dropped`` counts in-flight calls dropped at the ``max_calls_per_episode`` bound.
     """
 
     __slots__ = (
@@ -459,13 +458,6 @@ class ConfigError(Exception):
         head = errors[0].format() if errors else "invalid configuration"
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         super().__init__(head + more)
-
-
-def attr_str(attributes: Mapping[str, Any], key: str) -> Optional[str]:
-    v = attributes.get(key)
-    if v is None:
-        return None
-    return v if isinstance(v, str) else str(v)
 
 
 class SpanEvent:
