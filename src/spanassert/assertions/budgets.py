@@ -16,9 +16,10 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, Optional, Tuple
 
+from ..core.durations import format_seconds, parse_duration
 from ..core.model import EpisodeView, Failure, ModelStep, Outcome
 from .base import NEED_STEPS, Assertion, BuildContext, Field, register
-from .call_checks import DURATION_SCHEMA, format_seconds, parse_duration, unfinished
+from .call_checks import DURATION_SCHEMA, unfinished
 from .steps import UNREACHABLE_BOUND
 
 TOKEN_KINDS = ("input", "output", "total")
