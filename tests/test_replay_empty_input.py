@@ -99,7 +99,8 @@ def test_fifo_inside_a_folder_is_skipped_with_a_warning_not_waited_on(rules: Pat
     folder.mkdir()
     write_episodes(folder / "a.jsonl", [[("delete_database", {"name": "prod"})]])
     os.mkfifo(folder / "b.pipe")  # no writer ever opens it: opening it for reading would block forever
-    proc = replay("--config", str(rules), str(folder), timeout=60)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "b.pipe: warning: skipped: a FIFO (named pipe), not a regular file" in proc.stdout
-    assert "0 passed, 1 failed, 0 inconclusive" in proc.stdout
+    for target in (folder, folder / "*"):  # a folder, and a glob that matches the FIFO
+        proc = replay("--config", str(rules), str(target), timeout=60)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "b.pipe: warning: skipped: a FIFO (named pipe), not a regular file" in proc.stdout
+        assert "0 passed, 1 failed, 0 inconclusive" in proc.stdout

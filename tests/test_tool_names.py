@@ -189,3 +189,43 @@ def test_reports_list_near_misses(tmp_path: Path) -> None:
     (review,) = [r for r in sarif["runs"][0]["results"] if r["kind"] == "review"]
     assert review["ruleId"] == "no-db-delete" and review["message"]["text"].startswith("near miss: `delete_database`")
     assert review["locations"][0]["physicalLocation"]["region"] == {"startLine": 5}
+
+
+def test_serve_report_lists_near_misses_over_real_otlp(tmp_path: Path) -> None:
+    from test_serve_receiver import Serve, json_episode, json_request, post
+
+    serve = Serve(tmp_path, rules=NEAR)
+    try:
+        spans = json_episode(0, [("search", {"q": "a"}), ("delete-database", {"name": "prod"})])
+        status, _, _ = post(serve.url + "/v1/traces", json.dumps(json_request(spans)).encode(), "application/json")
+        assert status == 200
+        code, _, report = serve.stop()
+    finally:
+        serve.kill()
+    assert code == 0, serve.stderr()
+    assert report["near_misses"] == [{"test": "no-db-delete", "type": "trace_must_not_call_tool", "index": 0,
+                                      "tool": "delete_database", "line": 5,
+                                      "seen": [{"name": "delete-database", "calls": 1}]}]
+
+
+def test_schema_map_keys_and_blocked_names_are_exact_names_too(tmp_path: Path) -> None:
+    (tmp_path / "rules.yaml").write_text("""\
+version: 1
+tests:
+  - id: discounts
+    expected:
+      type: args_valid
+      schema:
+        "apply_*": {type: object, properties: {percent: {maximum: 30}}}
+  - id: blocked
+    expected:
+      type: tool_blocklist
+      blocked: [drop_table, "truncate_.*"]
+""", encoding="utf-8")
+    p = cli("validate", "rules.yaml", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    warnings = [ln for ln in p.stdout.splitlines() if "[W_CFG_TOOL_NAME]" in ln]
+    assert len(warnings) == 2, p.stdout
+    assert 'args_valid: tool name "apply_*" contains regex or glob characters (`*`)' in warnings[0]
+    assert warnings[1].startswith("rules.yaml:11:29: warning [W_CFG_TOOL_NAME] tool_blocklist: tool name "
+                                  '"truncate_.*"')

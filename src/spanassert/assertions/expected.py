@@ -443,6 +443,9 @@ def _compile_tool_schemas(schemas: Mapping[str, Any], ctx: BuildContext, field: 
                       f"`{tool}` is a JSON Schema keyword, not a tool name: this takes a map {{tool: JSON Schema}}",
                       field=f"{field}.{tool}", hint="nest the schema under the tool's name")
             continue
+        warn_tool_name(ctx, tool, f"{field}.{tool}", instead="the keys of this map are exact tool names (Assay's "
+                       "semantics); to check calls by pattern use `trace_args_valid` or `trace_tool_result` with "
+                       "`tool_pattern:`")
         if shared_defs and isinstance(schema, dict):
             schema = dict(schema)
             schema["$defs"] = {**shared_defs, **(schema.get("$defs") or {})}

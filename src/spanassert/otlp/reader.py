@@ -99,18 +99,22 @@ def read_spans(
 def _walk(directory: str) -> List[Union[str, InputIssue]]:
     """The regular files below ``directory`` in sorted order; a FIFO, socket or device found there is
     skipped with a warning (opening a FIFO would wait for a writer forever)."""
-    found: List[Union[str, InputIssue]] = []
+    found: List[str] = []
     for root, dirs, files in os.walk(directory):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for f in sorted(files):
-            if f.startswith("."):
-                continue
-            path = os.path.join(root, f)
-            special = _special_kind(path)
-            found.append(path if special is None else InputIssue(
-                path, None, None, f"skipped: a {special}, not a regular file (it is never opened, so a FIFO "
-                "cannot block the read); name it on the command line to read it", WARNING))
-    return found
+        found.extend(os.path.join(root, f) for f in sorted(files) if not f.startswith("."))
+    return _regular(found)
+
+
+def _regular(paths: List[str]) -> List[Union[str, InputIssue]]:
+    """``paths`` with each special file (found in a folder or by a glob) replaced by a warning."""
+    out: List[Union[str, InputIssue]] = []
+    for path in paths:
+        special = _special_kind(path)
+        out.append(path if special is None else InputIssue(
+            path, None, None, f"skipped: a {special}, not a regular file (it is never opened, so a FIFO "
+            "cannot block the read); name it on the command line to read it", WARNING))
+    return out
 
 
 def _special_kind(path: str) -> Optional[str]:
@@ -152,7 +156,7 @@ def _expand(paths: Sequence[PathArg]) -> Iterator[Union[Tuple[str, Optional[str]
             if not matches:
                 yield InputIssue(path, None, None, "no file matches this pattern", ERROR)
             for m in matches:
-                for f in _walk(m) if os.path.isdir(m) else [m]:
+                for f in _walk(m) if os.path.isdir(m) else _regular([m]):
                     yield f if isinstance(f, InputIssue) else (f, f)
         else:
             yield InputIssue(path, None, None, "no such file or directory", ERROR)
