@@ -109,11 +109,29 @@ def test_without_a_wrapped_exporter_content_violations_go_on_the_open_root():
     tp = TracerProvider()
     tp.add_span_processor(AssertionSpanProcessor(build_config(RULES), tick_interval=0))
     tp.add_span_processor(SimpleSpanProcessor(mem))
-    _agent(tp.get_tracer("t"), [("refund", {"amount": 500})])
+    t = tp.get_tracer("t")
+    with t.start_as_current_span("invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        with t.start_as_current_span("execute_tool refund", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "refund"}) as call:
+            # Recorded at the end (as OpenInference does): judged when the tool span has ended.
+            call.set_attribute("gen_ai.tool.call.arguments", json.dumps({"amount": 500}))
     root = [s for s in mem.get_finished_spans() if s.name == "invoke_agent a"][0]
     events = [e for e in root.events if e.name == "gen_ai.evaluation.result"]
     assert [e.attributes["gen_ai.evaluation.name"] for e in events] == ["small-refunds"]
     assert events[0].attributes["spanassert.span_id"] != format(root.context.span_id, "016x")
+
+
+def test_without_a_wrapped_exporter_arguments_known_at_start_are_judged_on_the_open_tool_span():
+    mem = InMemorySpanExporter()
+    tp = TracerProvider()
+    tp.add_span_processor(AssertionSpanProcessor(build_config(RULES), tick_interval=0))
+    tp.add_span_processor(SimpleSpanProcessor(mem))
+    _agent(tp.get_tracer("t"), [("refund", {"amount": 500})])
+    spans = {s.name: s for s in mem.get_finished_spans()}
+    on_tool = [e.attributes["gen_ai.evaluation.name"] for e in spans["execute_tool refund"].events
+               if e.name == "gen_ai.evaluation.result"]
+    assert on_tool == ["small-refunds"]
+    assert not [e for e in spans["invoke_agent a"].events if e.name == "gen_ai.evaluation.result"]
 
 
 def test_shadow_rules_are_counted_but_never_alerted():

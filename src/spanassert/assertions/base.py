@@ -311,9 +311,9 @@ class Assertion:
     needs: FrozenSet[str] = frozenset()
     # Whether it reacts to model steps (trace_max_steps).
     wants_steps: bool = False
-    # Whether its ``on_call_start`` can fail on a call's tool name alone (a forbidden tool): the
-    # live processor then evaluates such a call's start before the tool runs, even when it
-    # evaluates everything else on its background thread.
+    # Whether its ``on_call_start`` can fail on a call's tool name alone (a forbidden tool). For the
+    # record and the docs only: the live processor evaluates every call's start before the tool
+    # runs, in both modes, so nothing plans on it.
     reports_at_start: bool = False
 
     CAPABILITIES: ClassVar[Tuple[str, ...]] = (

@@ -264,7 +264,7 @@ class ArgsValidAssertion(Assertion):
 
     def on_call_start(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
         state.open += 1
-        # Only reached with content when a front door gives arguments at start (the engine does not).
+        # With content when the arguments were on the span at its start (the engine reads them then).
         if call.arguments_state == CONTENT_OK:
             return self._check(state, call)
         return None
@@ -275,6 +275,8 @@ class ArgsValidAssertion(Assertion):
             state.undecided += 1
             return None
         state.checked += 1
+        if call.args_at_start:
+            return None  # judged at start, and the end carries the same arguments
         # Checked again: the end may carry the arguments (or newer ones). The engine reports one
         # failure per span, so a call already reported at start is not reported twice.
         return self._check(state, call)

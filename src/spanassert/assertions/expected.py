@@ -510,6 +510,8 @@ class _ToolSchemaCheck(Assertion):
                 what = "not recorded" if content_state == CONTENT_MISSING else "recorded but not parsable (truncated?)"
                 state.first_missing = f"`{call.name}` {self.kind_label} at {call_ref(call)}: {what}"
             return None
+        if self.evidence_kind == EVIDENCE_ARGUMENTS and call.args_at_start:
+            return None  # judged at start, and the end carries the same arguments
         return self._validate(state, call, value)
 
     def on_close(self, state: _CallCheckState, episode: EpisodeView) -> Outcome:
@@ -573,7 +575,7 @@ class ArgsValidExpected(_ToolSchemaCheck):
 
     def on_call_start(self, state: _CallCheckState, call: ToolCall) -> Optional[Failure]:
         state.started += 1
-        # Only reached with content when a front door gives arguments at start (the engine does not).
+        # With content when the arguments were on the span at its start (the engine reads them then).
         if call.arguments_state == CONTENT_OK:
             return self._validate(state, call, call.arguments)
         return None

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Dict, List, Optional, Set
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from .engine import Sink
 from .escaping import escape_control
@@ -44,6 +44,40 @@ ATTR_REASON = "spanassert.reason"
 ATTR_KIND = "spanassert.kind"
 
 log = logging.getLogger("spanassert")
+
+# Metric attribute values that come from spans (tool names) are bounded, so that junk names cannot
+# use up the SDK's series limit and push a real violation into its overflow series (which carries
+# no test id and no severity). The exact name stays in the log record and the span event.
+MAX_ATTRIBUTE_VALUE_CHARS = 128
+MAX_DISTINCT_SPAN_VALUES = 64
+OVERFLOW_VALUE = "_OTHER"
+
+
+class BoundedValues:
+    """Maps a value read from spans to a metric attribute value: itself while short and among the
+    first ``limit`` distinct values (or one of ``known``, the names the rules file mentions),
+    otherwise :data:`OVERFLOW_VALUE`. Long values are cut to ``max_chars`` (with a trailing ``…``)."""
+
+    __slots__ = ("known", "seen", "limit", "max_chars")
+
+    def __init__(self, known: Any = (), limit: int = MAX_DISTINCT_SPAN_VALUES,
+                 max_chars: int = MAX_ATTRIBUTE_VALUE_CHARS) -> None:
+        self.known: Set[str] = {k for k in known if isinstance(k, str) and len(k) <= max_chars}
+        self.seen: Set[str] = set()
+        self.limit = limit
+        self.max_chars = max_chars
+
+    def __call__(self, value: str) -> str:
+        if value in self.known or value in self.seen:
+            return value
+        if len(value) > self.max_chars:
+            value = value[: self.max_chars - 1] + "…"
+            if value in self.seen:
+                return value
+        if len(self.seen) >= self.limit:
+            return OVERFLOW_VALUE
+        self.seen.add(value)  # set.add is atomic under the GIL; a race only admits one more value
+        return value
 
 
 def violation_event_attributes(v: Violation) -> Dict[str, Any]:
@@ -87,6 +121,7 @@ class Telemetry(Sink):
         logger_provider: Any = None,
         on_violation: Optional[Callable[[Violation], None]] = None,
         on_episode: Optional[Callable[[EpisodeResult], None]] = None,
+        known_tools: Iterable[str] = (),
     ) -> None:
         from opentelemetry import metrics
 
@@ -127,23 +162,30 @@ class Telemetry(Sink):
         self.on_episode = on_episode
         self._logged_kinds: Set[str] = set()
         self._lock = threading.Lock()
-        self.recent_violations: List[Violation] = []
+        self.tool_value = BoundedValues(known_tools)
+        # When a list, log records and user callbacks are appended here instead of run: the live
+        # processor runs them after it releases the engine lock (see ``run_deferred``).
+        self.deferred: Optional[List[Tuple[Callable[..., Any], Any]]] = None
+        self.callback_errors = 0
 
     # -- Sink ---------------------------------------------------------------------------------------
     def violation(self, v: Violation) -> None:
         attrs = {ATTR_TEST_ID: v.test_id, ATTR_ASSERTION_TYPE: v.assertion_type, ATTR_SEVERITY: v.severity}
         if v.tool:
-            attrs[ATTR_TOOL] = v.tool
+            attrs[ATTR_TOOL] = self.tool_value(v.tool)
         if v.shadow:
             self.shadow_violations.add(1, attrs)
             return
         self.violations.add(1, attrs)
+        if self.deferred is not None:
+            self.deferred.append((self._notify_violation, v))
+        else:
+            self._notify_violation(v)
+
+    def _notify_violation(self, v: Violation) -> None:
         self._log_violation(v)
         if self.on_violation is not None:
-            try:
-                self.on_violation(v)
-            except Exception as exc:  # noqa: BLE001 - a user callback must never break the agent
-                self.internal_error("on_violation_callback", exc)
+            self._call_user("on_violation_callback", self.on_violation, v)
 
     def episode_closed(self, result: EpisodeResult) -> None:
         self.open.add(-1)
@@ -153,10 +195,42 @@ class Telemetry(Sink):
             k = (r.test_id, r.assertion_type, r.verdict.value)
             counts[k] = counts.get(k, 0) + 1
         if self.on_episode is not None:
+            if self.deferred is not None:
+                self.deferred.append((self._notify_episode, result))
+            else:
+                self._notify_episode(result)
+
+    def _notify_episode(self, result: EpisodeResult) -> None:
+        if self.on_episode is not None:
+            self._call_user("on_episode_callback", self.on_episode, result)
+
+    def _call_user(self, kind: str, fn: Callable[[Any], Any], arg: Any) -> None:
+        """Run a user callback: whatever it raises (SystemExit included) is counted, never passed
+        on, except KeyboardInterrupt on the main thread (the user pressed Ctrl-C)."""
+        try:
+            fn(arg)
+        except KeyboardInterrupt as exc:
+            self.callback_errors += 1
+            self.internal_error(kind, exc)
+            if threading.current_thread() is threading.main_thread():
+                raise
+        except BaseException as exc:  # noqa: BLE001 - a user callback must never break the agent
+            self.callback_errors += 1
+            self.internal_error(kind, exc)
+
+    def run_deferred(self, items: List[Tuple[Callable[..., Any], Any]]) -> None:
+        """Run what ``deferred`` collected (outside any engine lock). Never raises, except a
+        KeyboardInterrupt on the main thread, re-raised once every item has run."""
+        interrupted: Optional[KeyboardInterrupt] = None
+        for fn, arg in items:
             try:
-                self.on_episode(result)
-            except Exception as exc:  # noqa: BLE001
-                self.internal_error("on_episode_callback", exc)
+                fn(arg)
+            except KeyboardInterrupt as exc:
+                interrupted = exc
+            except BaseException as exc:  # noqa: BLE001
+                self.internal_error("callback", exc)
+        if interrupted is not None:
+            raise interrupted
 
     def episode_opened(self) -> None:
         self.open.add(1)
@@ -164,7 +238,7 @@ class Telemetry(Sink):
     def unreadable(self, reason: str, tool: Optional[str]) -> None:
         attrs = {ATTR_REASON: reason}
         if tool:
-            attrs[ATTR_TOOL] = tool
+            attrs[ATTR_TOOL] = self.tool_value(tool)
         self.unreadable_spans.add(1, attrs)
 
     def overflow(self, kind: str) -> None:

@@ -268,17 +268,6 @@ class Engine:
             for a in t.trace_assertions:
                 self._slots_all.append(_Slot(len(self._slots_all), t, a))
         self._needs_match = any(t.match is not None for t in self._tests)
-        # Tool names whose call start can fail on the name alone (``Assertion.reports_at_start``);
-        # None when such a rule reacts to every tool.
-        alert: Set[str] = set()
-        alert_all = False
-        for s in self._slots_all:
-            if s.assertion.reports_at_start:
-                if s.assertion.tools is None or s.assertion.tool_pattern is not None:
-                    alert_all = True
-                else:
-                    alert.update(s.assertion.tools)
-        self.start_alert_tools: Optional[FrozenSet[str]] = None if alert_all else frozenset(alert)
         self._plans: Dict[Tuple[str, ...], _Plan] = {}
         self._full_plan = self._plan_for(tuple(t.id for t in self._tests))
         # Open episodes in order of last activity (oldest first): idle closing and eviction read
@@ -330,7 +319,12 @@ class Engine:
         start_ns: int,
         resource: Optional[Mapping[str, Any]] = None,
         role: Optional[int] = None,
-    ) -> None:
+    ) -> bool:
+        """Position a span that starts. Returns whether its start was fully taken into account: a
+        GenAI span placed in an open episode (a call started or folded into its parent, a step
+        counted, an agent noted). False for other spans, late spans, and tool spans whose tool name
+        is not known yet (they are positioned when they end): a live caller that defers span ends
+        must not run later starts before such an end (see the live processor)."""
         if role is None:
             role = self.mapper.role(name, attributes)
         if start_ns > self.now_ns:
@@ -339,14 +333,15 @@ class Engine:
         if role == ROLE_OTHER:
             if ep is not None and parent_id in ep.spans:
                 ep.spans[span_id] = ep.spans[parent_id]
-            return
+            return False
         t0 = _clock()
+        positioned = True
         if ep is None:
             if not self.by_trace_key:
                 ep = self._conversation_episode(trace_id, attributes, start_ns, resource, role, span_id, name)
             if ep is None:
                 if role != ROLE_AGENT and trace_id in self.recent:
-                    return  # a late span: judged when it ends, with its content
+                    return False  # a late span: judged when it ends, with its content
                 ep = self._open(self._new_trace_key(trace_id), trace_id, start_ns, attributes, resource, role,
                                 span_id, name)
         if start_ns > ep.last_ns:
@@ -374,11 +369,13 @@ class Engine:
             if outer is not None and (tool is None or tool == outer.name):
                 self._absorb(ep, span_id)
             elif tool is not None:
-                self._start_call(ep, tool, trace_id, span_id, parent_id, start_ns, parent_agent, call_id)
-            # else: the name may only be set later; the call is positioned when its span ends.
+                self._start_call(ep, tool, trace_id, span_id, parent_id, start_ns, parent_agent, call_id, attributes)
+            else:
+                positioned = False  # the name may only be set later; the call is positioned when its span ends
         if ep.plan.time_slots:
             self._time(ep, start_ns, span_id)
         ep.eval_s += _clock() - t0
+        return positioned
 
     def end_span(
         self,
@@ -578,9 +575,22 @@ class Engine:
 
     # -- calls and steps ----------------------------------------------------------------------------
     def _start_call(self, ep: Episode, tool: str, trace_id: str, span_id: str, parent_id: Optional[str],
-                    start_ns: int, agent: Optional[str], call_id: Optional[str]) -> ToolCall:
+                    start_ns: int, agent: Optional[str], call_id: Optional[str],
+                    attributes: Optional[Mapping[str, Any]] = None) -> ToolCall:
         view = ep.view
-        call = ToolCall(tool, span_id, trace_id, parent_id, start_ns, view.call_count, agent, call_id)
+        plan = ep.plan
+        tp = plan.tool_plan(tool)
+        args_raw = None
+        if attributes is not None and tp.needs_args and tp.start:
+            # Arguments already on the span at its start (many instrumentations set them before
+            # the tool runs): argument rules decide now, before the tool body. Replay and serve
+            # feed the finished span, so they decide on the same value at the same position.
+            args_raw = self.mapper.arguments_raw(attributes)
+            if args_raw is not None and type(args_raw) is str and len(args_raw) > self.max_arg_bytes:
+                args_raw = None  # too large: the end reports it as unreadable
+        call = ToolCall(tool, span_id, trace_id, parent_id, start_ns, view.call_count, agent, call_id, args_raw)
+        if args_raw is not None:
+            call.args_at_start = True
         view.call_count += 1
         self.sink.tool_called(tool)
         open_calls = ep.open_calls
@@ -591,8 +601,7 @@ class Engine:
             view.calls_dropped += 1
             self.sink.overflow(OVERFLOW_CALL_DROPPED)
         open_calls[span_id] = call
-        plan = ep.plan
-        starts = plan.tool_plan(tool).start
+        starts = tp.start
         if starts:
             self._run_handlers(ep, starts, call)
         view.step_count += 1
@@ -632,18 +641,18 @@ class Engine:
         args_raw, result_raw, error_type = self.mapper.call_end(
             attributes, events, status_code, tp.needs_args, tp.needs_result)
         limit = self.max_arg_bytes
+        too_large = False
         if args_raw is not None and type(args_raw) is str and len(args_raw) > limit:
             args_raw = None
             unreadable = UNREADABLE_TOO_LARGE
-            call._args_state = CONTENT_UNPARSABLE  # recorded, but not kept: undecidable
+            too_large = True
         if result_raw is not None and type(result_raw) is str and len(result_raw) > limit:
             result_raw = result_raw[:limit]
         status = STATUS_ERROR if (status_code == 2 or error_type) else (STATUS_OK if status_code == 1 else STATUS_UNSET)
-        was_unparsable = call._args_state == CONTENT_UNPARSABLE
         call.finish(end_ns, status, error_type, args_raw, result_raw)
-        if was_unparsable:
-            call._args_state = CONTENT_UNPARSABLE
-        elif args_raw is not None and call.arguments_state == CONTENT_UNPARSABLE:
+        if too_large:
+            call._args_state = CONTENT_UNPARSABLE  # recorded, but not kept: undecidable
+        elif (args_raw is not None or call.args_at_start) and call.arguments_state == CONTENT_UNPARSABLE:
             unreadable = UNREADABLE_ARGUMENTS
         return unreadable
 

@@ -159,6 +159,7 @@ class ToolCall:
         "_result_raw",
         "_result",
         "_result_state",
+        "args_at_start",
     )
 
     def __init__(
@@ -191,6 +192,9 @@ class ToolCall:
         self._result_raw: Any = None
         self._result: Any = None
         self._result_state: Optional[str] = None
+        # The arguments were on the span when it started (and rules judged them then); stays True
+        # when the end carries the same arguments, so they are neither decoded nor judged twice.
+        self.args_at_start = False
 
     def finish(
         self,
@@ -205,9 +209,11 @@ class ToolCall:
         self.end_ns = end_ns
         self.status = status
         self.error_type = error_type
-        if arguments_raw is not None:
+        if arguments_raw is not None and not (self.args_at_start and (
+                arguments_raw is self._args_raw or arguments_raw == self._args_raw)):
             self._args_raw = arguments_raw
             self._args_state = None
+            self.args_at_start = False
         self._result_raw = result_raw
         self._result_state = None
         self.ended = True
