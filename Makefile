@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test demo bench stress clean
+.PHONY: venv test test-sdk-oldest demo bench stress clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,6 +15,23 @@ venv: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q tests
+	$(MAKE) test-sdk-oldest
+
+# The live processor's tests against the oldest supported opentelemetry-sdk, in a venv of their own
+# (cached outside the repo, keyed by the pins' hash; the package itself comes from src/).
+SDK_OLDEST_PINS := .ci/sdk-oldest.txt
+SDK_OLDEST_VENV := $(HOME)/.cache/spanassert/venvs/sdk-1.40-$(shell sha256sum $(SDK_OLDEST_PINS) | cut -c1-12)
+LIVE_TESTS := tests/test_sdk_version.py tests/test_processor_live.py tests/test_processor_background.py \
+	tests/test_processor_outputs.py tests/test_live_timing.py tests/test_conventions_live.py \
+	tests/stress/test_live_hardening.py tests/stress/test_faults_processor.py
+
+test-sdk-oldest:
+	mkdir -p $(dir $(SDK_OLDEST_VENV))
+	flock $(dir $(SDK_OLDEST_VENV)).lock sh -c 'test -f $(SDK_OLDEST_VENV)/.complete || { \
+	  rm -rf $(SDK_OLDEST_VENV) && $(PYTHON) -m venv $(SDK_OLDEST_VENV) && \
+	  $(SDK_OLDEST_VENV)/bin/python -m pip install -q --upgrade pip && \
+	  $(SDK_OLDEST_VENV)/bin/python -m pip install -q -r $(SDK_OLDEST_PINS) && touch $(SDK_OLDEST_VENV)/.complete; }'
+	PYTHONPATH=src SPANASSERT_EXPECT_SDK=1.40.0 $(SDK_OLDEST_VENV)/bin/python -m pytest -q -p no:spanassert -p spanassert.pytest_plugin -m 'not needs_dict_attributes' $(LIVE_TESTS)
 
 demo: $(STAMP)
 	$(PY) examples/demo.py
