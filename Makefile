@@ -18,7 +18,8 @@ test: $(STAMP)
 	$(MAKE) test-sdk-oldest
 
 # The live processor's tests against the oldest supported opentelemetry-sdk, in a venv of their own
-# (cached outside the repo, keyed by the pins' hash; the package itself comes from src/).
+# (cached outside the repo, keyed by the pins' hash; the package itself comes from src/). SDKs before
+# 1.45 drop dict-valued attributes, so the tests of them are deselected (not skipped: CI fails skips).
 SDK_OLDEST_PINS := .ci/sdk-oldest.txt
 SDK_OLDEST_VENV := $(HOME)/.cache/spanassert/venvs/sdk-1.40-$(shell sha256sum $(SDK_OLDEST_PINS) | cut -c1-12)
 LIVE_TESTS := tests/test_sdk_version.py tests/test_processor_live.py tests/test_processor_background.py \
@@ -31,7 +32,9 @@ test-sdk-oldest:
 	  rm -rf $(SDK_OLDEST_VENV) && $(PYTHON) -m venv $(SDK_OLDEST_VENV) && \
 	  $(SDK_OLDEST_VENV)/bin/python -m pip install -q --upgrade pip && \
 	  $(SDK_OLDEST_VENV)/bin/python -m pip install -q -r $(SDK_OLDEST_PINS) && touch $(SDK_OLDEST_VENV)/.complete; }'
-	PYTHONPATH=src SPANASSERT_EXPECT_SDK=1.40.0 $(SDK_OLDEST_VENV)/bin/python -m pytest -q -p no:spanassert -p spanassert.pytest_plugin -m 'not needs_dict_attributes' $(LIVE_TESTS)
+	PYTHONPATH=src SPANASSERT_EXPECT_SDK=1.40.0 $(SDK_OLDEST_VENV)/bin/python -m pytest -q -p no:spanassert -p spanassert.pytest_plugin -m 'not needs_dict_attributes' \
+	  --deselect 'tests/test_conventions_live.py::test_convention_gives_the_episode_its_calls_and_arguments[otel-genai-structured]' \
+	  $(LIVE_TESTS)
 
 demo: $(STAMP)
 	$(PY) examples/demo.py
