@@ -224,7 +224,7 @@ class Episode:
         # span_id -> name of the nearest agent at or above it, for the spans of this episode that
         # are still open (entries leave when their span ends).
         self.spans: Dict[str, Optional[str]] = {}
-        self.step_spans: Optional[Set[str]] = None
+        self.step_spans: Optional[Dict[str, int]] = None  # open model steps -> their step number
         self.open_calls: Dict[str, ToolCall] = {}
         self.marks: Optional[Dict[str, List[Violation]]] = None
         self.last_ns = now_ns
@@ -359,9 +359,9 @@ class Engine:
                 self._absorb(ep, span_id)
             else:
                 if ep.step_spans is None:
-                    ep.step_spans = set()
-                ep.step_spans.add(span_id)
+                    ep.step_spans = {}
                 self._step(ep, span_id)
+                ep.step_spans[span_id] = ep.view.step_count  # its number, for messages at its end
         else:  # ROLE_TOOL
             ep.spans[span_id] = parent_agent
             tool, call_id = self.mapper.tool_start(name, attributes)
@@ -438,7 +438,7 @@ class Engine:
         if role == ROLE_STEP and ep.plan.step_end_slots:
             self._step_end(ep, span_id, attributes)
         if ep.step_spans is not None:
-            ep.step_spans.discard(span_id)
+            ep.step_spans.pop(span_id, None)
         if ep.plan.time_slots:
             self._time(ep, end_ns, span_id)
         closing: Optional[EpisodeResult] = None
@@ -753,7 +753,9 @@ class Engine:
     def _step_end(self, ep: Episode, span_id: str, attributes: Mapping[str, Any]) -> None:
         """A model step ended: its usage goes to the rules that read it (``on_step_end``)."""
         inner = ep.inner_usage.pop(span_id, None) if ep.inner_usage else None
-        step = step_usage(attributes, span_id, ep.view.step_count, inner)
+        # The step's own number (from its start): later steps may have started since.
+        number = ep.step_spans.get(span_id, ep.view.step_count) if ep.step_spans else ep.view.step_count
+        step = step_usage(attributes, span_id, number, inner)
         plan = ep.plan
         for i in plan.step_end_slots:
             slot = plan.slots[i]
