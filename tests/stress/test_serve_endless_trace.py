@@ -1,6 +1,6 @@
 """One endless trace (thousands of new spans per request, no root, never quiet) must not slow
-everyone: it is released in pieces at the per-trace span bound, its rules are never `passed` on
-what was seen, a forbidden call deep inside it is still reported, the receiver's per-trace state
+everyone: it is released in pieces at the per-trace span bound, a forbidden call deep inside it is
+still reported, the receiver's per-trace state
 stays bounded, and the other clients' episodes are judged as usual, with no 503.
 
 The other clients' request rate beside it is recorded, not asserted: one client posting 1000-span

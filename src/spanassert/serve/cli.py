@@ -65,8 +65,8 @@ def add_serve_command(sub: Any) -> None:
                    help="quiet time before a trace whose root never arrived is judged "
                         f"(default: the rules file's episodes.idle_timeout, at most {DEFAULT_ROOTLESS_WAIT_CAP:g})")
     p.add_argument("--max-trace-spans", type=int, default=DEFAULT_MAX_TRACE_SPANS, metavar="SPANS",
-                   help="a trace holding this many spans is judged at once, and what follows in pieces of this size; "
-                        "its rules are then never passed on what was seen (default 10000)")
+                   help="a trace holding this many spans is judged at once, and what follows in pieces of this size "
+                        "(late spans of its episode once that closed) (default 10000)")
     p.add_argument("--max-trace-seconds", type=float, default=DEFAULT_MAX_TRACE_SECONDS, metavar="SECONDS",
                    help="a trace still receiving spans this long after its first one is judged at once, the same way "
                         f"(default {DEFAULT_MAX_TRACE_SECONDS:g})")
