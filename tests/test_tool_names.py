@@ -173,7 +173,7 @@ def test_reports_list_near_misses(tmp_path: Path) -> None:
 
     doc = json.loads(cli("replay", "--config", "rules.yaml", "--format", "json", "t.jsonl", cwd=tmp_path).stdout)
     assert doc["near_misses"] == [{"test": "no-db-delete", "type": "trace_must_not_call_tool", "index": 0,
-                                   "tool": "delete_database", "line": 5,
+                                   "tool": "delete_database", "line": 5, "omitted": 0,
                                    "seen": [{"name": "Delete.Database", "calls": 1},
                                             {"name": "delete-database", "calls": 1}]}]
     from spanassert.report import load_report_schema
@@ -204,7 +204,7 @@ def test_serve_report_lists_near_misses_over_real_otlp(tmp_path: Path) -> None:
         serve.kill()
     assert code == 0, serve.stderr()
     assert report["near_misses"] == [{"test": "no-db-delete", "type": "trace_must_not_call_tool", "index": 0,
-                                      "tool": "delete_database", "line": 5,
+                                      "tool": "delete_database", "line": 5, "omitted": 0,
                                       "seen": [{"name": "delete-database", "calls": 1}]}]
 
 
@@ -229,3 +229,14 @@ tests:
     assert 'args_valid: tool name "apply_*" contains regex or glob characters (`*`)' in warnings[0]
     assert warnings[1].startswith("rules.yaml:11:29: warning [W_CFG_TOOL_NAME] tool_blocklist: tool name "
                                   '"truncate_.*"')
+
+
+def test_near_miss_names_from_spans_are_bounded(tmp_path: Path) -> None:
+    # Span data is hostile: many look-alike names make one bounded line, most-called first.
+    (tmp_path / "rules.yaml").write_text(NEAR, encoding="utf-8")
+    variants = ["delete-database"] * 3 + [f"DELETE{'-' * i}database" for i in range(1, 30)]
+    write_episodes(tmp_path / "t.jsonl", [[("search", {})] + [(v, {}) for v in variants]])
+    doc = json.loads(cli("replay", "--config", "rules.yaml", "--format", "json", "t.jsonl", cwd=tmp_path).stdout)
+    (miss,) = doc["near_misses"]
+    assert len(miss["seen"]) == 10 and miss["omitted"] == 20
+    assert miss["seen"][0] == {"name": "delete-database", "calls": 3}

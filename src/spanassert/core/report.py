@@ -42,7 +42,10 @@ class NearMiss:
     """A rule's exact tool name that matched no call, and the call names that differ from it only
     by case or separators (with their call counts)."""
 
-    __slots__ = ("test_id", "assertion_type", "index", "tool", "seen", "position")
+    __slots__ = ("test_id", "assertion_type", "index", "tool", "seen", "omitted", "position")
+
+    # Names from spans are hostile: a report lists this many look-alikes per rule, and counts the rest.
+    MAX_SHOWN = 10
 
     def __init__(self, test_id: str, assertion_type: str, index: int, tool: str, seen: List[Tuple[str, int]],
                  position: Optional[Tuple[Optional[int], Optional[int]]] = None) -> None:
@@ -50,17 +53,20 @@ class NearMiss:
         self.assertion_type = assertion_type
         self.index = index
         self.tool = tool
-        self.seen = seen
+        self.seen = seen[: self.MAX_SHOWN]
+        self.omitted = len(seen) - len(self.seen)
         self.position = position  # (line, column) of the assertion in the rules file, when known
 
     def describe(self) -> str:
         seen = ", ".join(f"`{n}` ({c} call{'s' if c != 1 else ''})" for n, c in self.seen)
+        if self.omitted:
+            seen += f" and {self.omitted} more name(s)"
         return (f"`{self.tool}` matched no call, but {seen} differ only by case or separators; tool names are "
                 "compared exactly: fix the name in the rules file (or use `tool_pattern:`)")
 
     def to_dict(self) -> Dict[str, Any]:
         return {"test": self.test_id, "type": self.assertion_type, "index": self.index, "tool": self.tool,
-                "seen": [{"name": n, "calls": c} for n, c in self.seen],
+                "seen": [{"name": n, "calls": c} for n, c in self.seen], "omitted": self.omitted,
                 "line": self.position[0] if self.position else None}
 
 
@@ -162,7 +168,9 @@ class Report:
                 for wanted in sorted(a.named_tools()):
                     if wanted in self.tool_names:
                         continue
-                    seen = sorted(n for n in by_key.get(near_miss_key(wanted), ()) if n != wanted)
+                    # Most-called first: the likeliest intended name leads.
+                    seen = sorted((n for n in by_key.get(near_miss_key(wanted), ()) if n != wanted),
+                                  key=lambda n: (-self.tool_names[n], n))
                     if seen:
                         out.append(NearMiss(t.id, a.type_name, a.index, wanted,
                                             [(n, self.tool_names[n]) for n in seen], getattr(a, "position", None)))
