@@ -142,6 +142,8 @@ STATE_CASES: List[Any] = [
     ({"type": "trace_args_valid", "tool": "a", "schema": {"type": "object"}}, ok("a", {"q": 1})),
     ({"type": "trace_tool_result", "tool": "a", "assert": ["status == ok", "json.n is number"]}, ok("a", result={"n": 1})),
     ({"type": "trace_only_tools", "tools": ["a"]}, ok("a")),
+    ({"type": "trace_final_tool", "tool": "a"}, ok("a")),
+    ({"type": "trace_trajectory", "expected": ["a", "a"], "mode": "suffix"}, ok("a")),
     ({"type": "trace_max_tokens", "max": 10**9}, ModelStep(10, 10)),
     ({"type": "trace_max_cost", "max": 10**9, "default_price": {"input": 1, "output": 1}}, ModelStep(10, 10)),
     ({"type": "trace_max_duration", "max": "1h"}, ok("a")),

@@ -57,6 +57,8 @@ RULES = build_config([
     # Span time here is wall time (other tests replay these episodes in new runs): a bound no run
     # reaches; tests/test_assertions_budgets.py sets timestamps and crosses it in all three doors.
     {"id": "duration", "assertions": [{"type": "trace_max_duration", "max": "1h"}]},
+    {"id": "final", "assertions": [{"type": "trace_final_tool", "tool": "refund"}]},
+    {"id": "suffix", "assertions": [{"type": "trace_trajectory", "expected": ["lookup_order", "refund"], "mode": "suffix"}]},
     {"id": "pii-match", "assertions": [{"type": "trace_must_not_call_tool", "tool": "refund",
                                         "args_match": {"note": {"detector": "credit_card"}}}]},
 ])

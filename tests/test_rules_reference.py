@@ -59,6 +59,11 @@ CASES: Dict[str, Tuple[List[Step], List[Step], int]] = {
          ("@gpt-4o", {"gen_ai.usage.input_tokens": 100000, "gen_ai.usage.output_tokens": 10000}, None)],
         1,
     ),
+    "trace_final_tool": (
+        [("verify_answer", {}, None), ("send_reply", {"text": "hi"}, None)],
+        [("send_reply", {"text": "hi"}, None), ("verify_answer", {}, None)],
+        1,
+    ),
     "trace_no_sensitive_data": (
         [("pay", {"card": "4111 1111 1111 1112"}, {"ok": True}), ("send_email", {"body": "thanks"}, "sent")],
         [("pay", {"card": "ok"}, {"ok": True}), ("pay", {"card": "4111 1111 1111 1111"}, {"ok": True})],
@@ -140,7 +145,7 @@ def test_reference_example_passes_fails_at_the_named_call_and_can_be_not_applica
         assert episode.results[i].verdict is Verdict.FAILED
     mine = [v for v in report.violations if v.assertion_type == type_name]
     assert mine and mine[0].span_id == ids[at]
-    if not bad[at][0].startswith("@"):
+    if not bad[at][0].startswith("@") and mine[0].call_index is not None:  # None: decided at close
         assert mine[0].call_index == at
 
     doc = yaml.safe_load(rules_text(block))

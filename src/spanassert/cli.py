@@ -155,6 +155,7 @@ SUBCOMMANDS: Dict[str, Tuple[str, str, str]] = {
     "schema": ("spanassert.cli", "add_schema_command", "print the JSON Schema of the rules file"),
     "replay": ("spanassert.replay.cli", "add_replay_command", "re-check exported OTLP trace files"),
     "serve": ("spanassert.serve", "add_serve_command", "receive OTLP traces and check them live"),
+    "init": ("spanassert.replay.init_cli", "add_init_command", "write a starting rules file (drafted from traces)"),
 }
 
 

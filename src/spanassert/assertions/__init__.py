@@ -5,6 +5,7 @@ from . import (  # noqa: F401 - imported for their registrations
     allowlist,
     budgets,
     call_checks,
+    ending,
     flow,
     loops,
     sensitive,

@@ -9,12 +9,15 @@ incremental matchers:
 - ordered (understudy ``contains``, Assay ``allow_other_tools: true``): the expected list occurs in
   order, other calls allowed between (greedy). Passes once complete.
 - subset: every expected tool is called at least once, in any order. Passes once complete.
+- suffix: the episode's last calls are the expected list. Decided at close (only then is the
+  last call known); a failure names the last call.
 
 Each matcher keeps a position (or the set of names still missing): O(rule size), never the episode.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, FrozenSet, List, Optional, Set
+from collections import deque
+from typing import Any, Deque, Dict, FrozenSet, List, Optional, Set
 
 from ..core.model import EpisodeView, Failure, Outcome, ToolCall
 from .base import Assertion, BuildContext, Field, register
@@ -160,6 +163,45 @@ class SubsetMatcher(_Matcher):
         return Outcome.failed(seen)
 
 
+class SuffixState(SequenceState):
+    __slots__ = ("recent", "last_span", "last_index")
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.recent: Deque[str] = deque(maxlen=max(n, 1))  # the last n names: O(rule size)
+        self.last_span: Optional[str] = None
+        self.last_index = -1
+
+
+class SuffixMatcher(_Matcher):
+    needs_all_calls = True
+
+    def new_state(self) -> SequenceState:
+        return SuffixState(len(self.expected))
+
+    def on_call(self, state: SequenceState, call: ToolCall) -> Optional[str]:
+        assert isinstance(state, SuffixState)
+        state.recent.append(call.name)
+        state.last_span = call.span_id
+        state.last_index = call.index
+        return None
+
+    def on_close(self, state: SequenceState, episode: EpisodeView) -> Outcome:
+        assert isinstance(state, SuffixState)
+        seen = list(state.recent)
+        if not episode.decidable:
+            return Outcome.inconclusive(f"the calls so far end with {_names(seen)}, but {unfinished(episode)}")
+        if seen == self.expected:
+            return Outcome.passed(f"the calls end with {_names(self.expected)}")
+        if state.last_index < 0:
+            return Outcome.failed(f"no tool was called; the calls must end with {_names(self.expected)}")
+        last = f"call #{state.last_index + 1}" + (f" (span {state.last_span})" if state.last_span else "")
+        return Outcome.failed(
+            f"the calls end with {_names(seen)} (last: {last}); they must end with {_names(self.expected)}",
+            span_id=state.last_span,
+        )
+
+
 class _OrderAssertion(Assertion):
     """Drives one matcher; subclasses pick it from their fields."""
 
@@ -228,7 +270,7 @@ class ToolSequenceAssertion(_OrderAssertion):
         return None
 
 
-TRAJECTORY_MODES = ("exact", "prefix", "contains", "subset")
+TRAJECTORY_MODES = ("exact", "prefix", "contains", "subset", "suffix")
 
 
 @register
@@ -237,7 +279,8 @@ class TrajectoryAssertion(_OrderAssertion):
     doc = (
         "Compares the episode's tool calls with `expected` by `mode`: `exact` (the same list), `prefix` "
         "(the calls start with `expected`), `contains` (`expected` occurs in order, other calls allowed "
-        "between) or `subset` (every expected tool is called, any order). `exact` and `prefix` fail at "
+        "between), `subset` (every expected tool is called, any order) or `suffix` (the calls end with "
+        "`expected`, decided at close; a failure names the last call). `exact` and `prefix` fail at "
         "the start of the first call that deviates (or, for `exact`, goes beyond the list); every mode "
         "fails at close when expected calls are missing, and `prefix`, `contains` and `subset` pass as "
         "soon as they are met. Inconclusive when the episode closed before it finished and the result "
@@ -249,7 +292,7 @@ class TrajectoryAssertion(_OrderAssertion):
         "mode": Field(
             {"enum": list(TRAJECTORY_MODES)},
             default="exact",
-            doc="How `expected` is compared: exact, prefix, contains or subset. Default: exact.",
+            doc="How `expected` is compared: exact, prefix, contains, subset or suffix. Default: exact.",
         ),
     }
 
@@ -257,7 +300,8 @@ class TrajectoryAssertion(_OrderAssertion):
         super().__init__(test_id, index, values, ctx)
         self.expected: List[str] = list(values.get("expected") or [])
         self.mode: str = values.get("mode") or "exact"
-        matchers = {"exact": ExactMatcher, "prefix": PrefixMatcher, "contains": OrderedMatcher, "subset": SubsetMatcher}
+        matchers = {"exact": ExactMatcher, "prefix": PrefixMatcher, "contains": OrderedMatcher, "subset": SubsetMatcher,
+                    "suffix": SuffixMatcher}
         self._use(matchers.get(self.mode, ExactMatcher)(self.expected), ctx, "expected")
 
     def ineffective_reason(self) -> Optional[str]:
@@ -273,5 +317,6 @@ __all__ = [
     "PrefixMatcher",
     "OrderedMatcher",
     "SubsetMatcher",
+    "SuffixMatcher",
     "TRAJECTORY_MODES",
 ]
