@@ -5,11 +5,12 @@ close can tell which call was last. State: the name, span and position of the la
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, FrozenSet, Optional
 
 from ..core.model import EpisodeView, Failure, Outcome, ToolCall
 from .base import Assertion, BuildContext, Field, register
 from .call_checks import unfinished
+from .selectors import warn_tool_name
 
 
 class LastCallState:
@@ -40,7 +41,11 @@ class FinalToolAssertion(Assertion):
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
         self.tool: str = values.get("tool") or ""
+        warn_tool_name(ctx, self.tool, "tool")
         self.tools = None  # every call may be the last one
+
+    def named_tools(self) -> FrozenSet[str]:
+        return frozenset((self.tool,))
 
     def new_state(self) -> LastCallState:
         return LastCallState()
