@@ -137,7 +137,7 @@ class SlowExport(SpanProcessor):
 
 def _queued_bytes(proc: Any) -> int:
     total = 0
-    for item in list(proc._queue):
+    for item in list(getattr(proc._queue, "items", proc._queue)):
         span = item[0] if hasattr(item[0], "attributes") else item[1]
         total += sum(len(v) for v in (span.attributes or {}).values() if isinstance(v, str))
     return total

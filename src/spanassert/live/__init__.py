@@ -1,12 +1,18 @@
-"""Front door: judging spans as they end inside the agent's process (an OpenTelemetry SpanProcessor),
-and the zero-code configurator."""
+"""Front door: judging spans inside the agent's process, as the SDK starts and ends them.
+
+- ``processor``: :class:`AssertionSpanProcessor`, the SDK ``SpanProcessor`` adapter to the engine.
+- ``sdk``: every read of the SDK's private span fields, each with a public-API fallback.
+- ``worker``: the background queue (bounded in spans and bytes) and its worker thread.
+- ``annotate``: where violations go on spans (an annotated copy, or the open root).
+- ``configurator``: :class:`SpanAssertConfigurator`, zero-code setup for ``opentelemetry-instrument``.
+"""
 from __future__ import annotations
 
 from ..core.exports import lazy_exports
 
 _EXPORTS = {
     "AssertionSpanProcessor": ("spanassert.live.processor", "AssertionSpanProcessor"),
-    "SpanAssertConfigurator": ("spanassert.live.processor", "SpanAssertConfigurator"),
+    "SpanAssertConfigurator": ("spanassert.live.configurator", "SpanAssertConfigurator"),
 }
 
 __all__ = list(_EXPORTS)
