@@ -22,7 +22,7 @@ test: $(STAMP)
 # 1.45 drop dict-valued attributes, so the tests of them are deselected (not skipped: CI fails skips).
 SDK_OLDEST_PINS := .ci/sdk-oldest.txt
 SDK_OLDEST_VENV := $(HOME)/.cache/spanassert/venvs/sdk-1.40-$(shell sha256sum $(SDK_OLDEST_PINS) | cut -c1-12)
-LIVE_TESTS := tests/test_sdk_version.py tests/test_processor_live.py tests/test_processor_background.py \
+LIVE_TESTS := tests/test_sdk_version.py tests/test_live_sdk.py tests/test_processor_live.py tests/test_processor_background.py \
 	tests/test_processor_outputs.py tests/test_live_timing.py tests/test_conventions_live.py \
 	tests/stress/test_live_hardening.py tests/stress/test_faults_processor.py
 
