@@ -86,10 +86,7 @@ def test_a_worker_that_is_gone_means_inline_evaluation_not_lost_spans() -> None:
            note=f"queue peak {peak} (bound 16); every span evaluated on the agent's thread")
 
 
-def test_a_blocking_callback_delays_only_its_own_thread_and_shutdown_keeps_its_deadline() -> None:
-    release = threading.Event()
-    on_agent: List[str] = []
-
+def _blocking_rig(release: threading.Event, on_agent: List[str], **kwargs: Any) -> Any:
     def slow_pager(v: Any) -> None:
         if v.test_id == "tools-succeed":
             release.wait(20)  # a webhook with no timeout, called on the worker
@@ -97,22 +94,47 @@ def test_a_blocking_callback_delays_only_its_own_thread_and_shutdown_keeps_its_d
             on_agent.append(threading.current_thread().name)
 
     healthy = CountingProcessor(keep_ids=False)
-    rig = LiveRig(load_config(RULES), export=[healthy], background=True, on_violation=slow_pager,
-                  shutdown_timeout_millis=1500)
+    rig = LiveRig(load_config(RULES), export=[healthy], background=True, on_violation=slow_pager, **kwargs)
+    _episode(rig, ["search"], fail=True)  # its violation blocks the worker's callback
+    time.sleep(0.2)
+    return rig, healthy
+
+
+def _forbidden_starts(rig: Any, on_agent: List[str]) -> List[float]:
+    took = []
+    for _ in range(5):  # the app's threads keep starting tools, a forbidden one included
+        t0 = time.monotonic()
+        root = new_root(rig.tracer)
+        s = child(rig.tracer, root, "execute_tool delete_database", tool_attrs("delete_database"))
+        took.append(time.monotonic() - t0)
+        assert on_agent and on_agent[-1] == threading.current_thread().name  # before start_span returned
+        s.end()
+        root.end()
+    return took
+
+
+def test_a_blocking_callback_on_the_worker_does_not_hold_the_engine() -> None:
+    release = threading.Event()
+    on_agent: List[str] = []
+    rig, healthy = _blocking_rig(release, on_agent)
     try:
-        _episode(rig, ["search"], fail=True)  # its violation blocks the worker's callback
-        time.sleep(0.2)
-        took = []
-        for _ in range(5):  # the app's threads keep starting tools, a forbidden one included
-            t0 = time.monotonic()
-            root = new_root(rig.tracer)
-            s = child(rig.tracer, root, "execute_tool delete_database", tool_attrs("delete_database"))
-            took.append(time.monotonic() - t0)
-            assert on_agent and on_agent[-1] == threading.current_thread().name  # before start_span returned
-            s.end()
-            root.end()
+        took = _forbidden_starts(rig, on_agent)
         assert max(took) < 1.0, took
         assert len(on_agent) == 5
+    finally:
+        release.set()
+    rig.provider.shutdown()
+    assert healthy.total == 12
+    record("live: blocking callback on the worker", inputs=12, exceptions_escaped=0, spans_lost=12 - healthy.total,
+           note=f"a forbidden start took at most {max(took) * 1000:.1f} ms meanwhile")
+
+
+def test_shutdown_keeps_its_deadline_when_a_callback_blocks() -> None:
+    release = threading.Event()
+    on_agent: List[str] = []
+    rig, healthy = _blocking_rig(release, on_agent, shutdown_timeout_millis=1500)
+    try:
+        _forbidden_starts(rig, on_agent)
         t0 = time.monotonic()
         rig.provider.shutdown()
         shut = time.monotonic() - t0
@@ -120,8 +142,8 @@ def test_a_blocking_callback_delays_only_its_own_thread_and_shutdown_keeps_its_d
         assert healthy.total == 2 + 10  # every span handed on, the queued ones unevaluated if need be
     finally:
         release.set()
-    record("live: blocking callback on the worker", inputs=12, exceptions_escaped=0, spans_lost=12 - healthy.total,
-           note=f"forbidden start took at most {max(took) * 1000:.1f} ms; shutdown {shut:.2f}s (deadline 1.5s)")
+    record("live: shutdown while a callback blocks", inputs=12, exceptions_escaped=0, spans_lost=12 - healthy.total,
+           note=f"shutdown returned in {shut:.2f}s (deadline 1.5s)")
 
 
 class SlowExport(SpanProcessor):
