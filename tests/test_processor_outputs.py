@@ -153,3 +153,29 @@ def test_a_raising_callback_is_counted_not_raised():
     _agent(rig.tracer, [("delete_database", {})])
     assert rig.total("spanassert.internal_errors") == 1
     assert len(rig.exporter.get_finished_spans()) == 2
+
+
+def test_a_callback_raising_systemexit_is_counted_and_keyboardinterrupt_on_the_main_thread_passes():
+    import pytest
+
+    def leave(v):
+        raise SystemExit(3)
+
+    rig = Rig(build_config(RULES), on_violation=leave)
+    _agent(rig.tracer, [("delete_database", {})])  # SystemExit from the callback never reaches the app
+    assert rig.total("spanassert.internal_errors") == 1
+    assert len(rig.exporter.get_finished_spans()) == 2
+
+    def interrupt(v):
+        raise KeyboardInterrupt
+
+    rig = Rig(build_config(RULES), on_violation=interrupt)
+    t = rig.tracer
+    root = t.start_span("invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"})
+    ctx = trace.set_span_in_context(root)
+    with pytest.raises(KeyboardInterrupt):  # the user pressed Ctrl-C: the main thread gets it
+        t.start_span("execute_tool delete_database", context=ctx, attributes={
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "delete_database"})
+    assert rig.total("spanassert.internal_errors") == 1
+    root.end()
+    assert len(rig.exporter.get_finished_spans()) == 1  # the root still went on
