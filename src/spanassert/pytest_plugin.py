@@ -230,15 +230,6 @@ def _marker_rules(item: pytest.Item, marker: Any) -> Tuple[Union["Config", Mappi
     return config, shown
 
 
-def _shadow_labels(config: Any) -> Dict[str, bool]:
-    """CheckItem label -> whether its test runs in shadow mode (labels as ``check`` writes them)."""
-    out: Dict[str, bool] = {}
-    for t in getattr(config, "tests", []):
-        for a in t.trace_assertions:
-            out[t.id if a.name is None else f"{t.id} / {a.name}"] = t.shadow
-    return out
-
-
 def verdict_problems(result: "CheckResult", config: Any, *, allow_inconclusive: bool) -> List[str]:
     """Why the marked test fails (empty when it passes): enforced failures, inconclusive checks
     (unless allowed), or no episode at all. (A rules file whose unit-test forms fail never gets here:
@@ -249,9 +240,8 @@ def verdict_problems(result: "CheckResult", config: Any, *, allow_inconclusive: 
         return ["no agent or tool span was recorded: the test emitted no episode to check "
                 "(is the code under test instrumented, and does it use the global tracer provider "
                 "or `spanassert_provider`?)"]
-    shadow = _shadow_labels(config)
-    failed = [i for i in result.items if i.verdict is Verdict.FAILED and not shadow.get(i.label, False)]
-    inconclusive = [i for i in result.items if i.verdict is Verdict.INCONCLUSIVE and not shadow.get(i.label, False)]
+    failed = [i for i in result.items if i.verdict is Verdict.FAILED and not i.shadow]
+    inconclusive = [i for i in result.items if i.verdict is Verdict.INCONCLUSIVE and not i.shadow]
     problems: List[str] = []
     if failed:
         problems.append(f"{len(failed)} rule{'s' if len(failed) != 1 else ''} failed")

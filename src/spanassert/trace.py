@@ -159,13 +159,14 @@ class Trace:
 
 
 class CheckItem:
-    __slots__ = ("label", "verdict", "detail", "episode")
+    __slots__ = ("label", "verdict", "detail", "episode", "shadow")
 
-    def __init__(self, label: str, verdict: Verdict, detail: str, episode: str) -> None:
+    def __init__(self, label: str, verdict: Verdict, detail: str, episode: str, shadow: bool = False) -> None:
         self.label = label
         self.verdict = verdict
         self.detail = detail
         self.episode = episode
+        self.shadow = shadow  # a rule in `mode: shadow`: shown, never fails the check
 
     @property
     def passed(self) -> bool:
@@ -179,25 +180,34 @@ _MARK = {Verdict.PASSED: "✓", Verdict.FAILED: "✗", Verdict.INCONCLUSIVE: "?"
 
 
 class CheckResult:
-    """What :func:`check` found. ``passed`` only when every check passed: an inconclusive check is not
-    a pass, and neither is a check that never applied."""
+    """What :func:`check` found. ``passed`` only when every enforced check passed: an inconclusive
+    check is not a pass, and neither is a check that never applied. Checks of rules in shadow mode
+    are listed but never decide ``passed``. ``incomplete`` lists, per episode key, why its
+    evidence was incomplete (e.g. "root not seen")."""
 
-    def __init__(self, items: List[CheckItem], episodes: int) -> None:
+    def __init__(self, items: List[CheckItem], episodes: int,
+                 incomplete: Optional[Dict[str, List[str]]] = None) -> None:
         self.items = items
         self.episodes = episodes
+        self.incomplete: Dict[str, List[str]] = dict(incomplete or {})
 
     @property
     def passed(self) -> bool:
-        return bool(self.items) and all(i.verdict is Verdict.PASSED for i in self.items)
+        enforced = [i for i in self.items if not i.shadow]
+        return bool(self.items) and all(i.verdict is Verdict.PASSED for i in enforced)
 
     @property
     def failed(self) -> List[CheckItem]:
-        return [i for i in self.items if i.verdict is not Verdict.PASSED]
+        return [i for i in self.items if i.verdict is not Verdict.PASSED and not i.shadow]
 
     def summary(self) -> str:
         if not self.items:
             return "✗ no episode found: no agent or tool span was recorded"
-        return "\n".join(f"{_MARK[i.verdict]} {i.label}: {i.detail or i.verdict.value}" for i in self.items)
+        lines = [f"{_MARK[i.verdict]} {i.label}{' (shadow)' if i.shadow else ''}: {i.detail or i.verdict.value}"
+                 for i in self.items]
+        for key, why in self.incomplete.items():
+            lines.append(f"! episode {key}: incomplete evidence ({'; '.join(why)})")
+        return "\n".join(lines)
 
     def __bool__(self) -> bool:
         return self.passed
@@ -256,5 +266,6 @@ def check(trace: Trace, rules_or_expectations: Any) -> CheckResult:
     for ep in report.episodes:
         for r in ep.results:
             label = r.test_id if r.name is None else f"{r.test_id} / {r.name}"
-            items.append(CheckItem(label, r.verdict, r.message, ep.key))
-    return CheckResult(items, len(report.episodes))
+            items.append(CheckItem(label, r.verdict, r.message, ep.key, r.shadow))
+    incomplete = {ep.key: list(ep.incomplete) for ep in report.episodes if ep.incomplete}
+    return CheckResult(items, len(report.episodes), incomplete)

@@ -43,7 +43,10 @@ def calls_of(tool: Optional[str]) -> str:
 
 
 def unfinished(episode: EpisodeView) -> str:
-    """Why an episode's verdict cannot be final: it closed before the agent finished."""
+    """Why an episode's verdict cannot be final: its evidence is incomplete (root not seen, an
+    overflow), or it closed before the agent finished."""
+    if episode.incomplete:
+        return "the evidence is incomplete (" + "; ".join(episode.incomplete) + ")"
     reason = episode.close_reason.value if episode.close_reason is not None else "unknown reason"
     return f"the episode closed before it finished ({reason})"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from operator import attrgetter, le
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from .engine import Engine, SpanOutcome
 from .model import SpanRecord
@@ -85,11 +85,66 @@ def live_order(records: List[SpanRecord]) -> List[Tuple[int, SpanRecord, bool]]:
     return [(0, records[i], roots[i]) if i < n else (1, records[i - n], roots[i - n]) for i in order]
 
 
+class TraceSpans(list):  # type: ignore[type-arg]
+    """The spans of one trace as the buffer releases them; ``dropped`` counts the spans of the
+    trace that the per-trace cap kept out."""
+
+    __slots__ = ("dropped", "cap")
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.dropped = 0
+        self.cap = 0
+
+
+def evidence_gaps(records: List[SpanRecord]) -> Tuple[bool, List[str], Set[str]]:
+    """What an assembled trace is missing: whether its root (a span with no parent) is in it, why
+    its evidence is incomplete otherwise (spans whose parent is not in it, spans over the cap),
+    and the parents not in it."""
+    ids = {r.span_id for r in records}
+    root_seen = False
+    orphans = 0
+    outside: Set[str] = set()
+    for r in records:
+        p = r.parent_span_id
+        if p is None:
+            root_seen = True
+        elif p not in ids:
+            orphans += 1
+            outside.add(p)
+    gaps: List[str] = []
+    if not root_seen:
+        from .engine import INCOMPLETE_ROOT_NOT_SEEN
+
+        gaps.append(INCOMPLETE_ROOT_NOT_SEEN)
+    elif orphans:
+        gaps.append(f"{orphans} span(s) whose parent is not in the input")
+    dropped = getattr(records, "dropped", 0)
+    if dropped:
+        gaps.append(f"{dropped} span(s) over the cap of {getattr(records, 'cap', 0)} spans per trace were dropped")
+    return root_seen, gaps, outside
+
+
 def feed_trace(engine: Engine, records: List[SpanRecord],
                on_outcome: Optional[Callable[[SpanRecord, SpanOutcome], None]] = None) -> None:
-    """Feed one trace's spans to ``engine`` in live order (ticking idle timeouts on span time)."""
-    order, roots = _live_sequence(records)
+    """Feed one trace's spans to ``engine`` in live order (ticking idle timeouts on span time).
+
+    Every call of the trace is judged in one episode: only the trace's root (a span with no
+    parent) ends it, and when the root is not among ``records`` the episode is incomplete ("root not
+    seen") and ends after the last span (see :func:`evidence_gaps`)."""
+    if not records:
+        return
+    order, _ = _live_sequence(records)
     n = len(records)
+    root_seen, gaps, outside = evidence_gaps(records)
+    trace_id = records[0].trace_id
+    engine.track_span_ids = True
+    if gaps:
+        if getattr(records, "dropped", 0):
+            from .engine import OVERFLOW_TRACE_SPANS
+
+            engine.sink.overflow(OVERFLOW_TRACE_SPANS)
+        engine.begin_trace(trace_id, gaps, root_seen, outside)
     start_span = engine.start_span
     end_span = engine.end_span
     for i in order:
@@ -98,7 +153,8 @@ def feed_trace(engine: Engine, records: List[SpanRecord],
             t = r.start_ns
             if t >= engine.idle_deadline:
                 engine.tick(t)
-            start_span(r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes, t, r.resource)
+            start_span(r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes, t, r.resource,
+                       local_root=r.parent_span_id is None)
         else:
             i -= n
             r = records[i]
@@ -107,17 +163,19 @@ def feed_trace(engine: Engine, records: List[SpanRecord],
                 engine.tick(t)
             out = end_span(
                 r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes, r.start_ns, t,
-                r.status_code, r.events, is_local_root=roots[i], resource=r.resource,
+                r.status_code, r.events, is_local_root=r.parent_span_id is None, resource=r.resource,
             )
             if out is not None and on_outcome is not None:
                 on_outcome(r, out)
+    if not root_seen:
+        engine.end_trace(trace_id)
 
 
 class _Pending:
     __slots__ = ("records", "root_seen_at", "last_seen_at", "first_seen_at")
 
     def __init__(self, now: float) -> None:
-        self.records: List[SpanRecord] = []
+        self.records: TraceSpans = TraceSpans()
         self.root_seen_at: Optional[float] = None
         self.first_seen_at = now
         self.last_seen_at = now
@@ -171,6 +229,8 @@ class TraceBuffer:
             p.records.append(r)
         else:
             self.overflowed += 1
+            p.records.dropped += 1
+            p.records.cap = self.max_spans
         if r.parent_span_id is None:
             p.root_seen_at = clock
         if len(pending) > self.max_traces:

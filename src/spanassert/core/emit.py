@@ -7,6 +7,7 @@ The processor's own telemetry is declared here and only here (README lists the s
 | `spanassert.violations` | counter | `{violation}` | test id, assertion type, tool, severity |
 | `spanassert.shadow_violations` | counter | `{violation}` | same (rules in `mode: shadow`: counted, never alerted) |
 | `spanassert.episodes` | counter | `{episode}` | verdict, close reason |
+| `spanassert.episodes.amended` | counter | `{episode}` | verdict, close reason (a closed episode's result replaced: late violation, or more of its trace) |
 | `spanassert.assertion.results` | observable counter | `{result}` | test id, assertion type, verdict |
 | `spanassert.episodes.open` | up-down counter | `{episode}` | — |
 | `spanassert.spans.unreadable` | counter | `{span}` | reason, tool |
@@ -136,6 +137,11 @@ class Telemetry(Sink):
             description="Violations of rules in shadow mode (counted, not alerted)")
         self.episodes = meter.create_counter(
             "spanassert.episodes", unit="{episode}", description="Closed episodes by overall verdict")
+        # `spanassert.episodes` counts each episode once, with its verdict at close; a result
+        # replaced later (a late span broke a rule) is counted here, with its new verdict.
+        self.amended = meter.create_counter(
+            "spanassert.episodes.amended", unit="{episode}",
+            description="Closed episodes whose result was amended after close, by new overall verdict")
         # Per-rule coverage is counted in-process and observed on collection: one closed episode
         # yields a verdict per rule, too many for synchronous counter calls on the agent's path.
         self._result_counts: Dict[tuple, int] = {}
@@ -231,6 +237,14 @@ class Telemetry(Sink):
                 self.internal_error("callback", exc)
         if interrupted is not None:
             raise interrupted
+
+    def episode_amended(self, result: EpisodeResult) -> None:
+        self.amended.add(1, {ATTR_VERDICT: result.verdict.value, ATTR_CLOSE_REASON: result.close_reason.value})
+        if self.on_episode is not None:
+            try:
+                self.on_episode(result)
+            except Exception as exc:  # noqa: BLE001
+                self.internal_error("on_episode_callback", exc)
 
     def episode_opened(self) -> None:
         self.open.add(1)

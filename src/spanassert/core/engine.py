@@ -48,6 +48,12 @@ UNREADABLE_TOO_LARGE = "arguments_too_large"
 
 OVERFLOW_EPISODE_EVICTED = "episode_evicted"
 OVERFLOW_CALL_DROPPED = "in_flight_call_dropped"
+OVERFLOW_TRACE_SPANS = "trace_over_span_cap"  # a trace with spans dropped by the per-trace cap
+OVERFLOW_RESULT_TRUNCATED = "result_truncated"  # a tool result cut to max_argument_bytes
+
+# Why an episode's evidence is incomplete (EpisodeResult.incomplete, reports).
+INCOMPLETE_ROOT_NOT_SEEN = "root not seen"
+_MAX_SEEN_IDS = 1024  # span ids an episode remembers for late parts (past it: parents unknown)
 
 
 class Sink:
@@ -58,6 +64,10 @@ class Sink:
 
     def episode_closed(self, result: EpisodeResult) -> None:
         pass
+
+    def episode_amended(self, result: EpisodeResult) -> None:
+        """A closed episode's result changed (a late span broke a rule, or more of its trace came):
+        ``result`` (``amendment=True``) replaces the one given to :meth:`episode_closed`."""
 
     def episode_opened(self) -> None:
         pass
@@ -208,6 +218,11 @@ class Episode:
         "eval_s",
         "absorbed",
         "inner_usage",
+        "hold",
+        "result",
+        "at_close",
+        "in_flight",
+        "seen",
     )
 
     def __init__(self, key: str, trace_id: str, plan: _Plan, now_ns: int) -> None:
@@ -237,6 +252,15 @@ class Episode:
         # Usage recorded by provider spans folded into a step, by the step's span id (read when the
         # step ends, for what its own span does not record).
         self.inner_usage: Optional[Dict[str, ModelStep]] = None
+        # Replay and serve, a trace whose root is not in the input: no span end closes the
+        # episode; the end of the trace's spans does (Engine.end_trace).
+        self.hold = False
+        self.result: Optional[EpisodeResult] = None  # the last result given out (for amendments)
+        self.at_close: Optional[Set[int]] = None  # slots that failed (and were reported) at a close
+        self.in_flight: Optional[List[ToolCall]] = None  # calls not ended when it closed
+        # Assembled traces only: ids of the spans seen (bounded; None past the bound), so that a
+        # late part of the trace can tell a parent seen earlier from one missing from the input.
+        self.seen: Optional[Set[str]] = set()
 
     def state(self, slot: _Slot) -> Any:
         st = self.states[slot.index]
@@ -278,6 +302,11 @@ class Engine:
         # Recently closed episodes by trace id, for late spans.
         self.recent: "OrderedDict[str, Episode]" = OrderedDict()
         self._trace_seq: Dict[str, int] = {}
+        # Assembled traces (replay, serve): what is missing from the trace being fed, noted by
+        # begin_trace() before its first span and applied to its episode.
+        self._notes: Dict[str, Tuple[List[str], bool]] = {}
+        self.truncated_results = 0  # tool results cut to max_argument_bytes (all episodes)
+        self.track_span_ids = False  # set by feed_trace (replay, serve): see Episode.seen
         self.now_ns = 0
         # No open episode can be idle before this time: callers that feed span times (replay, serve)
         # need to call tick() only once it has passed. Touching an episode only moves its own
@@ -319,33 +348,55 @@ class Engine:
         start_ns: int,
         resource: Optional[Mapping[str, Any]] = None,
         role: Optional[int] = None,
+        local_root: bool = False,
     ) -> bool:
         """Position a span that starts. Returns whether its start was fully taken into account: a
         GenAI span placed in an open episode (a call started or folded into its parent, a step
         counted, an agent noted). False for other spans, late spans, and tool spans whose tool name
         is not known yet (they are positioned when they end): a live caller that defers span ends
-        must not run later starts before such an end (see the live processor)."""
+        must not run later starts before such an end (see the live processor).
+
+        ``local_root``: its parent is not in this process (none, or remote); such a span of a
+        trace whose episode already closed continues that episode (another local root of the same
+        trace) rather than arriving late."""
         if role is None:
             role = self.mapper.role(name, attributes)
         if start_ns > self.now_ns:
             self.now_ns = start_ns
         ep = self.by_trace.get(trace_id)
+        if ep is None and (local_root or role == ROLE_AGENT) and self.by_trace_key and trace_id in self.recent:
+            # Another local root of a trace whose episode already closed (an MCP server's second
+            # `tools/call`, a second request of the trace), or another agent run in it: the same
+            # episode goes on (one episode per trace), so none of its calls is judged "late".
+            ep = self._reopen(self.recent[trace_id])
+            if role == ROLE_AGENT:
+                ep.root_is_agent = True
+                ep.view.root_span_id = span_id
+                ep.view.root_name = name
+            elif role == ROLE_OTHER:
+                ep.spans[span_id] = None
+                return False
         if role == ROLE_OTHER:
-            if ep is not None and parent_id in ep.spans:
-                ep.spans[span_id] = ep.spans[parent_id]
+            if ep is not None:
+                if self.track_span_ids:
+                    self._seen(ep, span_id)
+                if parent_id in ep.spans:
+                    ep.spans[span_id] = ep.spans[parent_id]
             return False
         t0 = _clock()
         positioned = True
         if ep is None:
             if not self.by_trace_key:
                 ep = self._conversation_episode(trace_id, attributes, start_ns, resource, role, span_id, name)
+            if ep is None and role != ROLE_AGENT and trace_id in self.recent:
+                return False  # a late span: judged when it ends, with its content
             if ep is None:
-                if role != ROLE_AGENT and trace_id in self.recent:
-                    return False  # a late span: judged when it ends, with its content
                 ep = self._open(self._new_trace_key(trace_id), trace_id, start_ns, attributes, resource, role,
                                 span_id, name)
         if start_ns > ep.last_ns:
             ep.last_ns = start_ns
+        if self.track_span_ids:
+            self._seen(ep, span_id)
         self.open.move_to_end(ep.key)
         parent_agent = ep.spans.get(parent_id) if parent_id is not None else None
         if role == ROLE_AGENT:
@@ -442,7 +493,9 @@ class Engine:
         if ep.plan.time_slots:
             self._time(ep, end_ns, span_id)
         closing: Optional[EpisodeResult] = None
-        if self.by_trace_key:
+        if ep.hold:
+            pass  # the trace's root is not in the input: end_trace() closes the episode
+        elif self.by_trace_key:
             if role == ROLE_AGENT and span_id == ep.view.root_span_id:
                 self._record_final_output(ep, attributes, events)
                 closing = self._close(ep, CloseReason.ROOT_ENDED)
@@ -498,6 +551,7 @@ class Engine:
         (``CloseReason.INTERNAL_ERROR``): failures found so far stand, every other rule is
         inconclusive, since the rest of its evidence was never judged. None when no episode of
         that trace is open. If closing raises too, the episode is dropped (the caller counts it)."""
+        self._notes.pop(trace_id, None)
         ep = self.by_trace.get(trace_id)
         if ep is None or ep.closed:
             return None
@@ -508,6 +562,66 @@ class Engine:
                 self._forget(ep)
             ep.marks = None
             raise
+
+    # -- assembled traces (replay, serve) ------------------------------------------------------------
+    def begin_trace(self, trace_id: str, incomplete: Sequence[str] = (), root_seen: bool = True,
+                    outside_parents: Iterable[str] = ()) -> None:
+        """Before the spans of one assembled trace are fed: what is missing from it. ``incomplete``
+        lists why the evidence is incomplete (its episode's rules that the missing part could have
+        broken end `inconclusive`, never `passed`); ``root_seen=False`` means no span of the trace
+        closes its episode: :meth:`end_trace` does, after its last span. ``outside_parents``: parents
+        of these spans that are not among them (for a later part of a trace, they may be spans of
+        its earlier part)."""
+        if not incomplete and root_seen:
+            return
+        ep = self.by_trace.get(trace_id)
+        if ep is not None:
+            self._mark_incomplete(ep, incomplete, root_seen)
+        elif self.by_trace_key and trace_id in self.recent and incomplete:
+            # More of a trace whose episode closed, itself cut (spans over the cap, parents
+            # missing): the closed episode's evidence is incomplete; its verdicts are amended.
+            old = self.recent[trace_id]
+            reasons = [r for r in incomplete if r != INCOMPLETE_ROOT_NOT_SEEN]
+            seen = old.seen
+            missing = sum(1 for p in outside_parents if seen is None or p not in seen)
+            if missing:
+                reasons.append(f"{missing} span(s) whose parent is not in the input")
+            if reasons:
+                self._mark_incomplete(old, reasons, True)
+                self._amend(old)
+            self._notes[trace_id] = (list(incomplete), root_seen)
+        else:
+            self._notes[trace_id] = (list(incomplete), root_seen)
+
+    def end_trace(self, trace_id: str) -> Optional[EpisodeResult]:
+        """After the last span of an assembled trace: close its episode if no span could
+        (its root was not in the input)."""
+        self._notes.pop(trace_id, None)
+        ep = self.by_trace.get(trace_id)
+        if ep is None or not ep.hold or not self.by_trace_key:
+            return None
+        result = self._close(ep, CloseReason.ROOT_NOT_SEEN)
+        ep.marks = None
+        return result
+
+    def _mark_incomplete(self, ep: Episode, incomplete: Sequence[str], root_seen: bool) -> None:
+        view = ep.view
+        reasons = list(incomplete)
+        if not root_seen and INCOMPLETE_ROOT_NOT_SEEN not in reasons:
+            reasons.insert(0, INCOMPLETE_ROOT_NOT_SEEN)
+        if reasons:
+            if view.incomplete is None:
+                view.incomplete = []
+            for r in reasons:
+                if r not in view.incomplete:
+                    view.incomplete.append(r)
+        if not root_seen:
+            ep.hold = True
+
+    def _apply_notes(self, ep: Episode, trace_id: str) -> None:
+        note = self._notes.pop(trace_id, None)
+        if note is not None:
+            self._mark_incomplete(ep, note[0], note[1])
 
     @property
     def open_count(self) -> int:
@@ -535,6 +649,8 @@ class Engine:
         else:
             self.by_trace[trace_id] = ep
             self.sink.trace_tracked(trace_id)
+            if self._notes:
+                self._apply_notes(ep, trace_id)
         if ep.traces is None:
             ep.traces = set()
         ep.traces.add(trace_id)
@@ -565,7 +681,39 @@ class Engine:
         self.by_trace[trace_id] = ep
         self.sink.trace_tracked(trace_id)
         self.sink.episode_opened()
+        if self._notes:
+            self._apply_notes(ep, trace_id)
         return ep
+
+    def _reopen(self, ep: Episode) -> Episode:
+        """A closed trace episode goes on (another local root of its trace started). Its rule
+        states are still there; verdicts decided only at close are decided again at the next close,
+        whose result goes out as an amendment."""
+        while len(self.open) >= self.max_open:
+            oldest = next(iter(self.open.values()))
+            self.sink.overflow(OVERFLOW_EPISODE_EVICTED)
+            self._close(oldest, CloseReason.EVICTED)
+            oldest.marks = None
+        self.recent.pop(ep.trace_id, None)
+        ep.closed = False
+        if ep.at_close and ep.failed:
+            for i in ep.at_close:  # decided at close: decided again at the next close
+                ep.failed.pop(i, None)
+        self.open[ep.key] = ep
+        self.by_trace[ep.trace_id] = ep
+        self.sink.trace_tracked(ep.trace_id)
+        if self._notes:
+            self._apply_notes(ep, ep.trace_id)
+        return ep
+
+    @staticmethod
+    def _seen(ep: Episode, span_id: str) -> None:
+        seen = ep.seen
+        if seen is not None:
+            if len(seen) < _MAX_SEEN_IDS:
+                seen.add(span_id)
+            else:
+                ep.seen = None  # too many to remember: a later part's parents count as unknown
 
     @staticmethod
     def _absorb(ep: Episode, span_id: str) -> None:
@@ -615,9 +763,13 @@ class Engine:
         tp = plan.tool_plan(call.name)
         if not tp.targets:
             return  # no rule reads this tool's calls: their content is never looked at
+        cut = self.truncated_results
         unreadable = self._finish_call(tp, call, attributes, end_ns, status_code, events)
         if unreadable is not None:
             self._unreadable(ep, unreadable, call.name)
+        if self.truncated_results != cut:
+            ep.view.results_truncated += 1
+            self.sink.overflow(OVERFLOW_RESULT_TRUNCATED)
         if tp.end:
             self._run_handlers(ep, tp.end, call)
 
@@ -648,6 +800,7 @@ class Engine:
             too_large = True
         if result_raw is not None and type(result_raw) is str and len(result_raw) > limit:
             result_raw = result_raw[:limit]
+            self.truncated_results += 1
         status = STATUS_ERROR if (status_code == 2 or error_type) else (STATUS_OK if status_code == 1 else STATUS_UNSET)
         call.finish(end_ns, status, error_type, args_raw, result_raw)
         if too_large:
@@ -828,12 +981,44 @@ class Engine:
     def _close(self, ep: Episode, reason: CloseReason) -> EpisodeResult:
         view = ep.view
         view.close_reason = reason
-        if self.by_trace_key:
+        ep.in_flight = list(ep.open_calls.values())
+        results = self._results(ep)
+        again = ep.result is not None  # a reopened episode: this result replaces the first one
+        result = self._episode_result(ep, results, amendment=again)
+        self._forget(ep)
+        self.sink.evaluated(ep.eval_s)
+        if again:
+            self.sink.episode_amended(result)
+        else:
+            self.sink.episode_closed(result)
+        return result
+
+    def _episode_result(self, ep: Episode, results: List[AssertionResult], amendment: bool,
+                        late: bool = False) -> EpisodeResult:
+        view = ep.view
+        assert view.close_reason is not None
+        result = EpisodeResult(
+            key=ep.key, trace_id=ep.trace_id, root_span_id=view.root_span_id, root_name=view.root_name,
+            agent=view.agent, service=view.service, close_reason=view.close_reason, results=results,
+            call_count=view.call_count, step_count=view.step_count, unreadable_calls=view.unreadable_calls,
+            incomplete=view.incomplete, amendment=amendment, late=late,
+        )
+        ep.result = result
+        return result
+
+    def _results(self, ep: Episode) -> List[AssertionResult]:
+        """Every rule's verdict on the episode as its states and view stand (at close, and again
+        when later evidence amends a closed episode)."""
+        view = ep.view
+        reason = view.close_reason
+        if view.incomplete:
+            view.decidable = False  # the missing evidence could hold what a rule looks for
+        elif self.by_trace_key:
             view.decidable = reason is CloseReason.ROOT_ENDED
         else:
             view.decidable = reason in (CloseReason.IDLE, CloseReason.END_OF_INPUT)
         results: List[AssertionResult] = []
-        in_flight = list(ep.open_calls.values())
+        in_flight = ep.in_flight or []
         plan = ep.plan
         for slot in plan.slots:
             a = slot.assertion
@@ -844,9 +1029,15 @@ class Engine:
             else:
                 verdict, message, sid = outcome.verdict, outcome.message, outcome.span_id
                 if verdict is Verdict.FAILED:
-                    v = self._fail(ep, slot, Failure(message, span_id=sid or view.root_span_id),
-                                   view.root_span_id, at_close=True)
-                    sid = v.span_id if v is not None else (sid or view.root_span_id)
+                    if ep.at_close is not None and slot.index in ep.at_close:
+                        sid = sid or view.root_span_id  # reported when the episode first closed
+                    else:
+                        v = self._fail(ep, slot, Failure(message, span_id=sid or view.root_span_id),
+                                       view.root_span_id, at_close=True)
+                        sid = v.span_id if v is not None else (sid or view.root_span_id)
+                        if ep.at_close is None:
+                            ep.at_close = set()
+                        ep.at_close.add(slot.index)
                 elif verdict is Verdict.PASSED:
                     verdict, message = self._downgrade(slot, view, in_flight, message)
             results.append(AssertionResult(
@@ -860,21 +1051,17 @@ class Engine:
                     verdict=Verdict.NOT_APPLICABLE, message="`match` did not select this episode",
                     span_id=None, severity=str(getattr(t.severity, "value", t.severity)), shadow=t.shadow,
                 ))
-        result = EpisodeResult(
-            key=ep.key, trace_id=ep.trace_id, root_span_id=view.root_span_id, root_name=view.root_name,
-            agent=view.agent, service=view.service, close_reason=reason, results=results,
-            call_count=view.call_count, step_count=view.step_count, unreadable_calls=view.unreadable_calls,
-        )
-        self._forget(ep)
-        self.sink.evaluated(ep.eval_s)
-        self.sink.episode_closed(result)
-        return result
+        return results
 
     @staticmethod
     def _downgrade(slot: _Slot, view: EpisodeView, in_flight: List[ToolCall], message: str) -> Tuple[Verdict, str]:
         """A pass that rests on data we did not see is not a pass."""
         if view.close_reason is CloseReason.INTERNAL_ERROR:
             return Verdict.INCONCLUSIVE, "judging this episode raised an internal error; the rest of it was not judged"
+        if view.incomplete and not slot.assertion.decides_on_close:
+            # A safety rule never broke in what was seen; the part not seen could break it.
+            return Verdict.INCONCLUSIVE, "no violation seen, but the evidence is incomplete (" + \
+                "; ".join(view.incomplete) + ")"
         if view.unreadable_calls:
             return Verdict.INCONCLUSIVE, (
                 f"{view.unreadable_calls} tool span(s) could not be read (no tool name or unreadable content)"
@@ -886,6 +1073,9 @@ class Engine:
                 return Verdict.INCONCLUSIVE, (
                     f"{len(pending)} call(s) of `{pending[0].name}` had not ended when the episode closed"
                 )
+        if view.results_truncated and NEED_RESULT in a.needs:
+            return Verdict.INCONCLUSIVE, (
+                f"{view.results_truncated} tool result(s) were cut to max_argument_bytes: the rest was not checked")
         if view.calls_dropped and slot.content_needed:
             return Verdict.INCONCLUSIVE, f"{view.calls_dropped} in-flight call(s) were dropped (bound reached)"
         return Verdict.PASSED, message
@@ -945,7 +1135,26 @@ class Engine:
                     if v is not None:
                         out.append(v)
         ep.marks = None
-        return SpanOutcome(out, None) if out else None
+        if not out:
+            return None
+        self._amend(ep, late=True)
+        return SpanOutcome(out, None)
 
+    def _amend(self, ep: Episode, late: bool = False) -> None:
+        """Later evidence for a closed episode (a late span broke a rule, or more of its trace
+        showed it incomplete): its verdicts are decided again from its rule states, and the result,
+        if it changed, goes to the sink as an amendment (``episode_amended``)."""
+        old = ep.result
+        if old is None:
+            return
+        results = self._results(ep)
+        if [(r.verdict, r.span_id) for r in results] == [(r.verdict, r.span_id) for r in old.results] and \
+                old.incomplete == (ep.view.incomplete or []):
+            return
+        if late:
+            for i, (new, before) in enumerate(zip(results, old.results)):
+                if new.verdict is Verdict.FAILED and before.verdict is not Verdict.FAILED:
+                    new.message += " (late span, after the episode closed)"
+        self.sink.episode_amended(self._episode_result(ep, results, amendment=True, late=late or old.late))
 
 __all__ = ["Engine", "Sink", "SpanOutcome", "Episode", "ROLE_AGENT", "ROLE_OTHER", "ROLE_STEP", "ROLE_TOOL"]

@@ -84,6 +84,9 @@ class CloseReason(str, enum.Enum):
     END_OF_INPUT = "end_of_input"
     # Judging the episode raised inside spanassert: what failed stands, nothing else passes.
     INTERNAL_ERROR = "internal_error"
+    # Replay and serve: the trace's root (its outermost agent span, or a span with no parent) was
+    # not in the input, so the episode closed when its trace's spans had all been read.
+    ROOT_NOT_SEEN = "root_not_seen"
 
     def __str__(self) -> str:
         return self.value
@@ -351,6 +354,8 @@ class EpisodeView:
         "calls_dropped",
         "start_ns",
         "end_ns",
+        "incomplete",
+        "results_truncated",
     )
 
     def __init__(self) -> None:
@@ -374,6 +379,9 @@ class EpisodeView:
         # latest start or end seen. Judged from span timestamps only, never the wall clock.
         self.start_ns: Optional[int] = None
         self.end_ns: Optional[int] = None
+        # Why the evidence is incomplete ("root not seen", spans over a cap): never decidable.
+        self.incomplete: Optional[List[str]] = None
+        self.results_truncated = 0  # tool results cut to max_argument_bytes (their rules: inconclusive)
 
 
 class ModelStep:

@@ -7,7 +7,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ..config.model import Config
 from .engine import Sink
 from .model import Verdict
-from .results import EpisodeResult, Violation
+from .results import AssertionResult, EpisodeResult, Violation
 
 REPORT_SCHEMA = "spanassert.replay.v1"
 
@@ -81,6 +81,7 @@ class Report:
         self.spans_read = 0
         self.unreadable_spans = 0
         self.late_spans = 0
+        self.amended = 0  # episode results replaced after close (late violations)
         self.overflows: Dict[str, int] = {}
         # (trace id, span id) -> input location ("file.jsonl:12") of spans that carry a violation.
         self.sources: Optional[Dict[Tuple[str, str], str]] = {}
@@ -138,12 +139,37 @@ class Report:
             return 1
         return 0
 
+    def mark_input_gaps(self) -> None:
+        """Some input could not be read (a truncated file, a bad line, a last line cut short):
+        which traces it held is unknown, so no episode passes a rule the unread spans could have
+        broken: every `passed` becomes `inconclusive` and every episode is marked incomplete."""
+        n = sum(1 for i in self.issues if _lost_spans(i))
+        if not n:
+            return
+        why = f"{n} part(s) of the input could not be read"
+        for ep in self.episodes:
+            if why not in ep.incomplete:
+                ep.incomplete.append(why)
+            for i, r in enumerate(ep.results):
+                if r.verdict is not Verdict.PASSED:
+                    continue
+                c = self.coverage.get((r.test_id, r.index))
+                if c is not None:
+                    c.counts[Verdict.PASSED.value] -= 1
+                    c.counts[Verdict.INCONCLUSIVE.value] += 1
+                ep.results[i] = AssertionResult(
+                    test_id=r.test_id, assertion_type=r.assertion_type, index=r.index, name=r.name,
+                    verdict=Verdict.INCONCLUSIVE, message=f"no violation seen, but {why}", span_id=r.span_id,
+                    severity=r.severity, shadow=r.shadow)
+
     def to_dict(self) -> Dict[str, Any]:
         return {
             "schema": REPORT_SCHEMA,
             "config": self.config.source,
             "summary": {**self.counts(), "episodes": len(self.episodes), "spans_read": self.spans_read,
                         "unreadable_spans": self.unreadable_spans, "late_spans": self.late_spans,
+                        "amended_episodes": self.amended,
+                        "incomplete_episodes": sum(1 for ep in self.episodes if ep.incomplete),
                         "input_errors": len(self.input_errors), "empty": self.empty_reason},
             "episodes": [ep.to_dict() for ep in self.episodes],
             "coverage": [c.to_dict() for c in self.coverage.values()],
@@ -177,6 +203,15 @@ class Report:
         return out
 
 
+def _lost_spans(issue: Any) -> bool:
+    """Whether an input issue may have cost spans: every error, and the warnings for input cut
+    short (a last line without its end, compressed data that ends early)."""
+    if getattr(issue, "severity", "error") == "error":
+        return True
+    reason = str(getattr(issue, "reason", ""))
+    return "incomplete" in reason or "ends early" in reason
+
+
 def _issue_dict(issue: Any) -> Dict[str, Any]:
     """An input issue as data (``InputIssue`` is a NamedTuple)."""
     if hasattr(issue, "to_dict"):
@@ -200,6 +235,29 @@ class ReportSink(Sink):
             c = self.report.coverage.get((r.test_id, r.index))
             if c is not None:
                 c.counts[r.verdict.value] += 1
+        if self.on_episode is not None:
+            self.on_episode(result)
+
+    def episode_amended(self, result: EpisodeResult) -> None:
+        """A late span changed a closed episode's verdicts: the report holds the amended result
+        in place of the first one (verdicts, coverage and exit code follow)."""
+        eps = self.report.episodes
+        for i in range(len(eps) - 1, -1, -1):
+            old = eps[i]
+            if old.key == result.key and old.trace_id == result.trace_id:
+                for r in old.results:
+                    c = self.report.coverage.get((r.test_id, r.index))
+                    if c is not None:
+                        c.counts[r.verdict.value] -= 1
+                eps[i] = result
+                break
+        else:
+            eps.append(result)
+        for r in result.results:
+            c = self.report.coverage.get((r.test_id, r.index))
+            if c is not None:
+                c.counts[r.verdict.value] += 1
+        self.report.amended += 1
         if self.on_episode is not None:
             self.on_episode(result)
 

@@ -128,6 +128,8 @@ class EpisodeResult:
         "step_count",
         "unreadable_calls",
         "late",
+        "incomplete",
+        "amendment",
     )
 
     def __init__(
@@ -145,6 +147,8 @@ class EpisodeResult:
         step_count: int,
         unreadable_calls: int,
         late: bool = False,
+        incomplete: Optional[List[str]] = None,
+        amendment: bool = False,
     ) -> None:
         self.key = key
         self.trace_id = trace_id
@@ -158,6 +162,12 @@ class EpisodeResult:
         self.step_count = step_count
         self.unreadable_calls = unreadable_calls
         self.late = late
+        # Why the evidence of this episode is incomplete ("root not seen", an overflow), empty
+        # when it is whole: rules that the missing part could have broken are not `passed`.
+        self.incomplete: List[str] = list(incomplete or ())
+        # True on a result delivered again after its episode closed, because later evidence (a
+        # late span) changed a verdict: it replaces the earlier result of the same episode.
+        self.amendment = amendment
 
     def test_verdicts(self) -> Dict[str, Verdict]:
         by_test: Dict[str, List[Verdict]] = {}
@@ -167,7 +177,13 @@ class EpisodeResult:
 
     @property
     def verdict(self) -> Verdict:
-        return worst([r.verdict for r in self.results])
+        """The enforced verdict: the worst of the rules not in shadow mode (shadow results are
+        reported, never change it). With only shadow rules, the worst shadow verdict short of
+        `failed`."""
+        enforced = [r.verdict for r in self.results if not r.shadow]
+        if enforced or not self.results:
+            return worst(enforced)
+        return worst([Verdict.PASSED if r.verdict is Verdict.FAILED else r.verdict for r in self.results])
 
     def verdict_signature(self) -> List[tuple]:
         """A comparable summary (used to prove live, replay and serve agree)."""
@@ -186,6 +202,8 @@ class EpisodeResult:
             "call_count": self.call_count,
             "step_count": self.step_count,
             "unreadable_calls": self.unreadable_calls,
+            "incomplete": list(self.incomplete),
+            "amendment": self.amendment,
             "results": [r.to_dict() for r in self.results],
         }
 

@@ -226,6 +226,7 @@ class AssertionSpanProcessor(SpanProcessor):
                     self._trace_hex(tid), format(ctx.span_id, "016x"),
                     format(parent.span_id, "016x") if parent is not None else None,
                     name, attrs, sdk.start_time(span) or time.time_ns(), sdk.resource_attributes(span), role,
+                    parent is None or parent.is_remote,
                 )
             finally:
                 self._sink.current = None
@@ -330,7 +331,8 @@ class AssertionSpanProcessor(SpanProcessor):
         end = sdk.end_time(span) or start
         engine = self.engine
         if start_first:
-            engine.start_span(tid, sid, pid, name, attrs, start, sdk.resource_attributes(span), role)
+            engine.start_span(tid, sid, pid, name, attrs, start, sdk.resource_attributes(span), role,
+                              parent is None or parent.is_remote)
         out = engine.end_span(tid, sid, pid, name, attrs, start, end, sdk.status_code(span), sdk.events(span),
                               parent is None or parent.is_remote)
         self._ends += 1

@@ -22,6 +22,10 @@ from ..core.results import EpisodeResult
 # later are judged as late spans, as the live processor judges them.
 DEFAULT_SETTLE_SPANS = 20_000
 
+# Spans kept per trace being assembled; the rest of an overflowing trace is dropped, counted, and
+# makes its episode incomplete (rules it could have broken end `inconclusive`).
+MAX_SPANS_PER_TRACE = 100_000
+
 # How often (in spans read) replay_many reports progress.
 PROGRESS_EVERY = 1000
 
@@ -32,11 +36,13 @@ class _Run:
     __slots__ = ("report", "engine", "buffer")
 
     def __init__(self, report: Report, settle_spans: int,
-                 on_episode: Optional[Callable[[EpisodeResult], None]]) -> None:
+                 on_episode: Optional[Callable[[EpisodeResult], None]],
+                 max_spans_per_trace: int = MAX_SPANS_PER_TRACE) -> None:
         config = report.config
         self.report = report
         self.engine = Engine(config, ReportSink(report, on_episode))
-        self.buffer = TraceBuffer(settle=settle_spans, max_traces=max(config.episodes.max_open, 1) * 4)
+        self.buffer = TraceBuffer(settle=settle_spans, max_traces=max(config.episodes.max_open, 1) * 4,
+                                  max_spans_per_trace=max_spans_per_trace)
 
     def _feed(self, trace: List[SpanRecord]) -> None:
         sources = self.report.sources
@@ -72,13 +78,16 @@ def replay_many(
     on_episode: Optional[Callable[[EpisodeResult], None]] = None,
     reports: Optional[Sequence[Report]] = None,
     on_progress: Optional[Callable[[Report], None]] = None,
+    max_spans_per_trace: int = MAX_SPANS_PER_TRACE,
 ) -> List[Report]:
     """Replay one stream of spans under several rules files at once (backtesting a rule change
-    reads the input once). ``on_episode`` sees the first config's episodes; ``on_progress`` gets
-    the first report every :data:`PROGRESS_EVERY` spans."""
+    reads the input once). ``on_episode`` sees the first config's episodes (and again, marked
+    ``amendment``, any result a late span changed); ``on_progress`` gets the first report every
+    :data:`PROGRESS_EVERY` spans."""
     if reports is None:
         reports = [Report(c) for c in configs]
-    runs = [_Run(rep, settle_spans, on_episode if i == 0 else None) for i, rep in enumerate(reports)]
+    runs = [_Run(rep, settle_spans, on_episode if i == 0 else None, max_spans_per_trace)
+            for i, rep in enumerate(reports)]
     n = 0
     for r in records:
         for run in runs:
@@ -100,10 +109,11 @@ def replay_records(
     settle_spans: int = DEFAULT_SETTLE_SPANS,
     on_episode: Optional[Callable[[EpisodeResult], None]] = None,
     report: Optional[Report] = None,
+    max_spans_per_trace: int = MAX_SPANS_PER_TRACE,
 ) -> Report:
     """Replay already-decoded spans (the core of :func:`replay`)."""
     return replay_many([config], records, settle_spans=settle_spans, on_episode=on_episode,
-                       reports=[report or Report(config)])[0]
+                       reports=[report or Report(config)], max_spans_per_trace=max_spans_per_trace)[0]
 
 
 def replay_paths(
@@ -129,8 +139,11 @@ def replay_paths(
             on_issue(i)
 
     records = read_spans(list(paths), on_issue=issue, strict=strict)
-    return replay_many(configs, records, settle_spans=settle_spans, on_episode=on_episode, reports=reports,
-                       on_progress=on_progress)
+    replay_many(configs, records, settle_spans=settle_spans, on_episode=on_episode, reports=reports,
+                on_progress=on_progress)
+    for rep in reports:
+        rep.mark_input_gaps()
+    return reports
 
 
 def replay(

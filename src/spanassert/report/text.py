@@ -40,6 +40,10 @@ def _episode_header(ep: EpisodeResult) -> str:
     head = f"trace {short_id(ep.trace_id)}  key {ep.key}  root {root}"
     if ep.close_reason.value != "root_ended":
         head += f"  [closed: {ep.close_reason.value}]"
+    if ep.incomplete:
+        head += f"  [incomplete: {'; '.join(ep.incomplete)}]"
+    if ep.amendment:
+        head += "  [amended after close]"
     return head
 
 
@@ -134,6 +138,11 @@ def render_text(report: Report, *, quiet: bool = False, baseline: Optional[Basel
     facts = [f"{report.spans_read} spans read", f"{len(report.episodes)} episodes",
              f"{report.unreadable_spans} unreadable tool spans", f"{report.late_spans} late spans",
              f"{counts['not_applicable']} not applicable"]
+    incomplete = sum(1 for ep in report.episodes if ep.incomplete)
+    if incomplete:
+        facts.append(f"{incomplete} episode{'s' if incomplete != 1 else ''} with incomplete evidence")
+    if report.amended:
+        facts.append(f"{report.amended} episode result{'s' if report.amended != 1 else ''} amended by late spans")
     if shadow_failed:
         facts.append(f"{shadow_failed} failed in shadow mode (not failing the run)")
     for kind, k in sorted(report.overflows.items()):

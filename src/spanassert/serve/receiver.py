@@ -163,7 +163,8 @@ class Receiver:
         text = (f"spanassert serve: stopped; {self.queue.accepted} span(s) accepted in {self.requests} request(s), "
                 f"{self.spans_rejected} rejected, {self.spans_refused} refused (queue full or stopping); "
                 f"{s.episodes_closed} episode(s) decided ({s.episodes_failed} failed, "
-                f"{s.episodes_inconclusive} inconclusive); {s.violations_reported} violation(s)")
+                f"{s.episodes_inconclusive} inconclusive, {s.episodes_amended} amended after close by late spans); "
+                f"{s.violations_reported} violation(s)")
         if self.cut.is_set():
             text += f"; drain cut short by a second signal: {self.unjudged_spans} span(s) not judged"
         if self.internal_errors:
@@ -175,6 +176,8 @@ class Receiver:
     def report_dict(self) -> Dict[str, Any]:
         assert self.report is not None
         self.report.spans_read = self.queue.accepted
+        if self.buffer.overflowed:
+            self.report.overflows["spans_per_trace"] = self.buffer.overflowed
         d = self.report.to_dict()
         d["receiver"] = {
             "requests": self.requests,

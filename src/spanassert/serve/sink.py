@@ -32,6 +32,7 @@ class ServeSink(Telemetry):
         self.episodes_closed = 0
         self.episodes_failed = 0
         self.episodes_inconclusive = 0
+        self.episodes_amended = 0
 
     @staticmethod
     def _key(v: Violation) -> Tuple[str, int, Optional[str]]:
@@ -86,6 +87,12 @@ class ServeSink(Telemetry):
         if self.report_sink is not None:
             self.report_sink.episode_closed(result)
         super().episode_closed(result)
+
+    def episode_amended(self, result: EpisodeResult) -> None:
+        self.episodes_amended += 1
+        if self.report_sink is not None:
+            self.report_sink.episode_amended(result)
+        super().episode_amended(result)
 
     def unreadable(self, reason: str, tool: Optional[str]) -> None:
         if self.report_sink is not None:
