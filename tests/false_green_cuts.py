@@ -47,7 +47,7 @@ from spanassert.trace import _from_readable
 
 TOOLS = ["search", "refund", "delete_database", "lookup"]
 
-RULES = build_config([
+RULES_SPEC = [
     {"id": "no-delete", "assertions": [{"type": "trace_must_not_call_tool", "tool": "delete_database"}]},
     {"id": "max-refund", "assertions": [{"type": "trace_max_tool_calls", "tool": "refund", "max": 1}]},
     {"id": "refund-args", "assertions": [{"type": "trace_args_valid", "tool": "refund", "schema": {
@@ -57,7 +57,8 @@ RULES = build_config([
         {"type": "trace_tool_sequence", "sequence": ["search", "refund"], "allow_other_tools": True}]},
     {"id": "shadow-no-lookup", "mode": "shadow",
      "assertions": [{"type": "trace_must_not_call_tool", "tool": "lookup"}]},
-])
+]
+RULES = build_config(RULES_SPEC)
 ENFORCED = ["no-delete", "max-refund", "refund-args", "must-search", "search-then-refund"]
 
 call = st.fixed_dictionaries({

@@ -24,3 +24,72 @@ def test_the_property_tried_cuts_and_checked_verdicts():
     # Runs after the two properties (file order): they did try cuts and did check verdicts.
     assert TRIED["examples"] > 0 and TRIED["checks"] > 0, TRIED
     print(f"false-green property: {TRIED}")
+
+
+# A few cuts through real OTLP: the SDK's own OTLP/HTTP and OTLP/gRPC exporters send the cut spans
+# to a `spanassert serve` subprocess; its --report-json must not pass what the whole evidence fails.
+REAL_OTLP_CASES = [
+    # (episodes, cut): a rotated part without the root; two refunds with the root dropped; a
+    # forbidden call whose sub-agent parent was dropped, spans repeated.
+    ([[{"tool": "search", "amount": 5, "nested": False, "step": True},
+       {"tool": "delete_database", "amount": 5, "nested": False, "step": False}]],
+     {"seed": 1, "drop_root": True, "drop_p": 0.0, "dup_p": 0.0, "files": 1, "truncate": False, "cap": None,
+      "late": False}),
+    ([[{"tool": "refund", "amount": 5, "nested": True, "step": False},
+       {"tool": "refund", "amount": 500, "nested": False, "step": True}]],
+     {"seed": 2, "drop_root": True, "drop_p": 0.0, "dup_p": 0.3, "files": 1, "truncate": False, "cap": None,
+      "late": False}),
+    ([[{"tool": "lookup", "amount": 5, "nested": True, "step": False},
+       {"tool": "delete_database", "amount": 5, "nested": True, "step": True}],
+      [{"tool": "search", "amount": 5, "nested": False, "step": False}]],
+     {"seed": 3, "drop_root": False, "drop_p": 0.3, "dup_p": 0.3, "files": 1, "truncate": False, "cap": None,
+      "late": False}),
+]
+
+
+def test_a_few_cuts_through_real_otlp_to_a_serve_process(tmp_path):
+    import tempfile
+
+    import yaml
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+    from false_green_cuts import RULES_SPEC, Cut, assert_never_passed, record_spans, whole_failures
+    from test_serve_receiver import Serve
+
+    from spanassert.core.model import CloseReason, Verdict
+    from spanassert.core.results import AssertionResult, EpisodeResult
+
+    checked = 0
+    for n, (episodes, spec) in enumerate(REAL_OTLP_CASES):
+        spans = record_spans(episodes)
+        failures = whole_failures(spans)
+        assert failures, "each case's whole evidence fails a rule"
+        with tempfile.TemporaryDirectory() as d:
+            cut = Cut(spans, spec, d)
+        where = tmp_path / f"case{n}"
+        where.mkdir()
+        serve = Serve(where, "--settle", "0.05", "--rootless-wait", "0.2",
+                      rules=yaml.safe_dump({"version": 1, "tests": RULES_SPEC}))
+        try:
+            exporter = HttpExporter(endpoint=serve.url + "/v1/traces") if n % 2 == 0 else \
+                GrpcExporter(endpoint=serve.grpc, insecure=True)
+            for i in range(0, len(cut.kept), 2):
+                assert exporter.export(cut.kept[i:i + 2]).name == "SUCCESS"
+            exporter.shutdown()
+            code, _, report = serve.stop()
+        finally:
+            serve.kill()
+        assert code == 0
+        results = [EpisodeResult(
+            key=e["key"], trace_id=e["trace_id"], root_span_id=e["root_span_id"], root_name=e["root_span_name"],
+            agent=e["agent"], service=e["service"], close_reason=CloseReason(e["close_reason"]),
+            results=[AssertionResult(test_id=r["test"], assertion_type=r["type"], index=r["index"], name=r["name"],
+                                     verdict=Verdict(r["verdict"]), message=r["message"], span_id=r["span_id"],
+                                     severity=r["severity"], shadow=r["shadow"]) for r in e["results"]],
+            call_count=e["call_count"], step_count=e["step_count"], unreadable_calls=e["unreadable_calls"],
+        ) for e in report["episodes"]]
+        for tid, failed in failures.items():
+            assert_never_passed(f"serve over real OTLP, case {n}", results, tid, failed, cut.kept, None, False)
+            checked += 1
+    assert checked >= len(REAL_OTLP_CASES)
