@@ -53,6 +53,7 @@ OVERFLOW_RESULT_TRUNCATED = "result_truncated"  # a tool result cut to max_argum
 
 # Why an episode's evidence is incomplete (EpisodeResult.incomplete, reports).
 INCOMPLETE_ROOT_NOT_SEEN = "root not seen"
+OUT_OF_ORDER = "calls arrived after the episode closed, before calls already judged (order unknown)"
 _MAX_SEEN_IDS = 1024  # span ids an episode remembers for late parts (past it: parents unknown)
 
 
@@ -223,6 +224,8 @@ class Episode:
         "at_close",
         "in_flight",
         "seen",
+        "last_call_ns",
+        "reopened",
     )
 
     def __init__(self, key: str, trace_id: str, plan: _Plan, now_ns: int) -> None:
@@ -261,6 +264,8 @@ class Episode:
         # Assembled traces only: ids of the spans seen (bounded; None past the bound), so that a
         # late part of the trace can tell a parent seen earlier from one missing from the input.
         self.seen: Optional[Set[str]] = set()
+        self.last_call_ns = 0  # the latest start of a call judged so far
+        self.reopened = False  # closed once, and went on (another local root, a late part)
 
     def state(self, slot: _Slot) -> Any:
         st = self.states[slot.index]
@@ -696,6 +701,7 @@ class Engine:
             oldest.marks = None
         self.recent.pop(ep.trace_id, None)
         ep.closed = False
+        ep.reopened = True
         if ep.at_close and ep.failed:
             for i in ep.at_close:  # decided at close: decided again at the next close
                 ep.failed.pop(i, None)
@@ -726,6 +732,12 @@ class Engine:
                     start_ns: int, agent: Optional[str], call_id: Optional[str],
                     attributes: Optional[Mapping[str, Any]] = None) -> ToolCall:
         view = ep.view
+        if start_ns >= ep.last_call_ns:
+            ep.last_call_ns = start_ns
+        elif ep.reopened and OUT_OF_ORDER not in (view.incomplete or ()):
+            # A later part of the trace holds a call that started before calls already judged:
+            # rules on the order of calls saw them out of order.
+            self._mark_incomplete(ep, [OUT_OF_ORDER], True)
         plan = ep.plan
         tp = plan.tool_plan(tool)
         args_raw = None
@@ -1058,7 +1070,7 @@ class Engine:
         """A pass that rests on data we did not see is not a pass."""
         if view.close_reason is CloseReason.INTERNAL_ERROR:
             return Verdict.INCONCLUSIVE, "judging this episode raised an internal error; the rest of it was not judged"
-        if view.incomplete and not slot.assertion.decides_on_close:
+        if view.incomplete and (not slot.assertion.decides_on_close or OUT_OF_ORDER in view.incomplete):
             # A safety rule never broke in what was seen; the part not seen could break it.
             return Verdict.INCONCLUSIVE, "no violation seen, but the evidence is incomplete (" + \
                 "; ".join(view.incomplete) + ")"
@@ -1107,12 +1119,20 @@ class Engine:
         self.sink.late_span()
         tool = self.mapper.tool_name(name, attributes)
         if tool is None:
-            self.sink.unreadable(UNREADABLE_NO_NAME, None)
+            self._unreadable(ep, UNREADABLE_NO_NAME, None)
+            self._amend(ep, late=True)  # a call of the episode that cannot be judged: no pass rests on it
             return None
         plan = ep.plan
         call = ToolCall(tool, span_id=span_id, trace_id=trace_id, parent_span_id=parent_id, start_ns=start_ns,
                         index=ep.view.call_count, call_id=self.mapper.call_id(attributes))
         ep.view.call_count += 1
+        unordered = False
+        if start_ns >= ep.last_call_ns:
+            ep.last_call_ns = start_ns
+        elif OUT_OF_ORDER not in (ep.view.incomplete or ()):
+            # It started before calls already judged: rules on the order of calls saw it out of order.
+            self._mark_incomplete(ep, [OUT_OF_ORDER], True)
+            unordered = True
         out: List[Violation] = []
         safety = [i for i in plan.tool_plan(tool).targets if not plan.slots[i].assertion.decides_on_close]
         for i in safety:
@@ -1135,10 +1155,9 @@ class Engine:
                     if v is not None:
                         out.append(v)
         ep.marks = None
-        if not out:
-            return None
-        self._amend(ep, late=True)
-        return SpanOutcome(out, None)
+        if out or unordered:
+            self._amend(ep, late=True)
+        return SpanOutcome(out, None) if out else None
 
     def _amend(self, ep: Episode, late: bool = False) -> None:
         """Later evidence for a closed episode (a late span broke a rule, or more of its trace
