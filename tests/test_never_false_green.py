@@ -145,6 +145,8 @@ def test_1_serve_judges_a_trace_whose_root_never_came_as_incomplete(tmp_path: Pa
             {"key": "service.name", "value": {"stringValue": "agent"}}]}, "scopeSpans": [{"spans": spans}]}]}
         status, _, _ = post(serve.url + "/v1/traces", json.dumps(body).encode(), "application/json")
         assert status == 200
+        serve.wait_for(lambda: serve.health()["spans_received"] == 2)
+        time.sleep(0.5)  # serve installs its SIGTERM handler just after it prints its addresses
         code, _, report = serve.stop()
     finally:
         serve.kill()

@@ -49,6 +49,7 @@ REAL_OTLP_CASES = [
 
 def test_a_few_cuts_through_real_otlp_to_a_serve_process(tmp_path):
     import tempfile
+    import time
 
     import yaml
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
@@ -77,6 +78,7 @@ def test_a_few_cuts_through_real_otlp_to_a_serve_process(tmp_path):
             for i in range(0, len(cut.kept), 2):
                 assert exporter.export(cut.kept[i:i + 2]).name == "SUCCESS"
             exporter.shutdown()
+            time.sleep(0.5)  # serve installs its SIGTERM handler just after it prints its addresses
             code, _, report = serve.stop()
         finally:
             serve.kill()
