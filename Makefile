@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-sdk-oldest demo bench stress clean
+.PHONY: venv test test-sdk-oldest lint demo bench stress clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ test-sdk-oldest:
 	PYTHONPATH=src SPANASSERT_EXPECT_SDK=1.40.0 $(SDK_OLDEST_VENV)/bin/python -m pytest -q -p no:spanassert -p spanassert.pytest_plugin -m 'not needs_dict_attributes' \
 	  --deselect 'tests/test_conventions_live.py::test_convention_gives_the_episode_its_calls_and_arguments[otel-genai-structured]' \
 	  $(LIVE_TESTS)
+
+# ruff + mypy --strict over src/, per-file counts that must not grow (.ci/lint-baseline.json).
+lint: $(STAMP)
+	$(PY) .ci/lint.py
 
 demo: $(STAMP)
 	$(PY) examples/demo.py
