@@ -81,3 +81,44 @@ def test_out_of_descriptors_the_accept_loop_backs_off_and_recovers(sizes: Any, t
     assert busy < 0.08, f"accept loop busy {busy:.1%} of a core while out of descriptors"
     assert status == 200
     assert code == 0
+
+
+def _threads(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    return 0
+
+
+def test_idle_connections_beyond_the_bound_are_answered_503_and_take_no_thread(tmp_path: Path) -> None:
+    bound, tried = 16, 60
+    s = Serve(tmp_path / "serve", "--max-connections", str(bound))
+    held: List[socket.socket] = []
+    try:
+        base = _threads(s.proc.pid)
+        for _ in range(tried):  # clients that connect and say nothing
+            held.append(socket.create_connection(_host_port(s.http), timeout=5))
+        time.sleep(1.0)
+        threads = _threads(s.proc.pid)
+        busy = 0
+        for c in held:
+            c.settimeout(0.5)
+            try:
+                busy += c.recv(64).startswith(b"HTTP/1.1 503")
+            except OSError:
+                pass
+        for c in held:
+            c.close()
+        held.clear()
+        time.sleep(0.5)
+        status = post(s.url, episode_body(1, ["lookup_order"]), timeout=10)[0]
+        code, _, _ = s.stop()
+    finally:
+        for c in held:
+            c.close()
+        s.kill()
+    record("serve: idle connections beyond --max-connections", inputs=tried,
+           note=f"{tried} idle connections, bound {bound}: {threads - base} thread(s) added, {busy} answered 503")
+    assert threads - base <= bound + 2
+    assert busy == tried - bound
+    assert status == 200 and code == 0

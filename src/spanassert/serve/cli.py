@@ -15,6 +15,7 @@ from .protocol import (
     DEFAULT_FORWARD_QUEUE_SPANS,
     DEFAULT_GRPC_ENDPOINT,
     DEFAULT_HTTP_ENDPOINT,
+    DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_MAX_TRACE_SECONDS,
     DEFAULT_MAX_TRACE_SPANS,
@@ -57,6 +58,9 @@ def add_serve_command(sub: Any) -> None:
                         f"the token read from FILE (or from ${BEARER_TOKEN_ENV}); /health stays open")
     p.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES, metavar="N",
                    help="largest request body, also after gzip decompression (default 16 MiB)")
+    p.add_argument("--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS, metavar="N",
+                   help="HTTP connections served at once; more are answered 503 + Retry-After and closed "
+                        f"(default {DEFAULT_MAX_CONNECTIONS})")
     p.add_argument("--queue-size", type=int, default=DEFAULT_QUEUE_SPANS, metavar="SPANS",
                    help="spans waiting for the engine before senders are told to retry (default 100000)")
     p.add_argument("--settle", type=float, default=DEFAULT_SETTLE_SECONDS, metavar="SECONDS",
@@ -95,6 +99,7 @@ def _options_from_args(args: argparse.Namespace) -> ServeOptions:
         rootless_wait=args.rootless_wait, forward=args.forward, forward_queue_size=args.forward_queue_size,
         report_json=args.report_json, quiet=args.quiet, engine_stall_timeout=args.engine_stall_timeout,
         max_trace_spans=args.max_trace_spans, max_trace_seconds=args.max_trace_seconds,
+        max_connections=args.max_connections,
     )
 
 
@@ -133,6 +138,8 @@ def run_serve(args: argparse.Namespace) -> int:
         problems.append(f"--max-request-bytes {options.max_request_bytes}: must be at least 1")
     if options.queue_size < 1:
         problems.append(f"--queue-size {options.queue_size}: must be at least 1")
+    if options.max_connections < 1:
+        problems.append(f"--max-connections {options.max_connections}: must be at least 1")
     if options.max_trace_spans < 1:
         problems.append(f"--max-trace-spans {options.max_trace_spans}: must be at least 1")
     if not options.max_trace_seconds > 0:

@@ -342,16 +342,59 @@ ACCEPT_BACKOFF = (0.01, 0.5)
 _RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
+_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nRetry-After: 1\r\n"
+         b"Connection: close\r\nContent-Length: 52\r\n\r\nspanassert serve: too many open connections; retry\r\n")
+
+
 class OTLPHTTPServer(ThreadingHTTPServer):
+    """One thread per connection, at most ``max_connections`` at once: a connection beyond that is
+    answered 503 + ``Retry-After`` and closed at once (idle or stalled clients cannot take every
+    thread and descriptor)."""
+
     request_queue_size = LISTEN_BACKLOG
     daemon_threads = True
     accept_failures = 0  # accept() calls that failed for want of descriptors or memory
+    refused_busy = 0  # connections refused over max_connections
 
-    def __init__(self, address: Tuple[str, int], handler: Any) -> None:
+    def __init__(self, address: Tuple[str, int], handler: Any, max_connections: int = 1024) -> None:
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         self._backoff = ACCEPT_BACKOFF[0]
+        self.max_connections = max(1, max_connections)
+        self._active = 0
+        self._active_lock = threading.Lock()
         super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._active_lock:
+            busy = self._active >= self.max_connections
+            if not busy:
+                self._active += 1
+        if busy:
+            self.refused_busy += 1
+            try:
+                request.settimeout(0.2)
+                if not isinstance(request, ssl.SSLSocket):  # no handshake here: just close it
+                    request.sendall(_BUSY)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        with self._active_lock:
+            self._active -= 1
 
     def get_request(self) -> Any:
         try:
@@ -370,7 +413,7 @@ def start_http(receiver: Receiver, endpoint: str) -> None:
     host, port = parse_endpoint(endpoint, "--http-endpoint")
     handler = make_http_handler(receiver)
     try:
-        server = OTLPHTTPServer((host, port), handler)
+        server = OTLPHTTPServer((host, port), handler, receiver.options.max_connections)
         if receiver.options.security.tls:
             # Handshakes happen on each connection's own thread (handle()), not in the accept loop.
             server.socket = receiver.options.security.http_context().wrap_socket(

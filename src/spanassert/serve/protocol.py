@@ -23,6 +23,8 @@ DEFAULT_MAX_TRACE_SPANS = 10_000
 DEFAULT_MAX_TRACE_SECONDS = 300.0
 # All buffered traces together; beyond this the least recently active trace is released.
 DEFAULT_MAX_BUFFERED_SPANS = 1_000_000
+# HTTP connections served at once (a thread each); more are answered 503 and closed.
+DEFAULT_MAX_CONNECTIONS = 1024
 # /health answers 503 when the engine thread has not gone round its loop for this long.
 DEFAULT_ENGINE_STALL_TIMEOUT = 30.0
 
@@ -81,7 +83,7 @@ def rejection_message(errors: List[Any]) -> str:
 class ServeOptions:
     __slots__ = ("grpc_endpoint", "http_endpoint", "max_request_bytes", "queue_size", "settle", "rootless_wait",
                  "forward", "forward_queue_size", "report_json", "quiet", "engine_stall_timeout", "security", "max_trace_spans",
-                 "max_trace_seconds", "max_buffered_spans")
+                 "max_trace_seconds", "max_buffered_spans", "max_connections")
 
     def __init__(self, *, grpc_endpoint: Optional[str] = DEFAULT_GRPC_ENDPOINT,
                  http_endpoint: Optional[str] = DEFAULT_HTTP_ENDPOINT,
@@ -92,7 +94,8 @@ class ServeOptions:
                  engine_stall_timeout: float = DEFAULT_ENGINE_STALL_TIMEOUT,
                  security: Optional[Security] = None, max_trace_spans: int = DEFAULT_MAX_TRACE_SPANS,
                  max_trace_seconds: float = DEFAULT_MAX_TRACE_SECONDS,
-                 max_buffered_spans: int = DEFAULT_MAX_BUFFERED_SPANS) -> None:
+                 max_buffered_spans: int = DEFAULT_MAX_BUFFERED_SPANS,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
         self.grpc_endpoint = grpc_endpoint
         self.http_endpoint = http_endpoint
         self.max_request_bytes = max_request_bytes
@@ -107,5 +110,6 @@ class ServeOptions:
         self.max_trace_spans = max_trace_spans
         self.max_trace_seconds = max_trace_seconds
         self.max_buffered_spans = max_buffered_spans
+        self.max_connections = max_connections
         self.security = security or Security()  # TLS material and bearer token; none by default
 
