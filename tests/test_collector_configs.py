@@ -397,6 +397,7 @@ def test_violation_counter_is_scraped_under_the_names_the_alert_rules_use(
                 call_index=4,
                 late=False,
                 at_close=False,
+                agent="planner",
             )
         )
         assert provider.force_flush(timeout_millis=15000)
@@ -410,6 +411,7 @@ def test_violation_counter_is_scraped_under_the_names_the_alert_rules_use(
     assert labels["spanassert_test_id"] == "no-db-deletes"
     assert labels["spanassert_assertion_type"] == "tool_forbidden"
     assert labels["gen_ai_tool_name"] == "delete_database"
+    assert labels["gen_ai_agent_name"] == "planner"
     assert labels["spanassert_severity"] == "critical"
     assert labels["job"] == "checkout-agent"
     assert series[0].endswith(" 1")
@@ -424,6 +426,7 @@ def test_violation_counter_is_scraped_under_the_names_the_alert_rules_use(
         missing = used - set(labels)
         if rule["alert"] == "SpanassertViolationsWarning":
             missing.discard("gen_ai_tool_name")
+            missing.discard("gen_ai_agent_name")
         assert not missing, f"{rule['alert']} uses labels the exporter does not produce: {missing}"
 
 

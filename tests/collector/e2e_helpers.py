@@ -41,7 +41,7 @@ class ServeProcess:
     """One ``spanassert serve`` on free loopback ports, with its ``--report-json`` in ``workdir``.
     Starting returns at once (start several side by side); call :meth:`wait_ready` before use."""
 
-    def __init__(self, workdir: Path, rules: Path, *extra: str) -> None:
+    def __init__(self, workdir: Path, rules: Path, *extra: str, env: Optional[Dict[str, str]] = None) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.workdir = workdir
         self.report_path = workdir / "report.json"
@@ -54,7 +54,7 @@ class ServeProcess:
         self.proc = subprocess.Popen(
             SPANASSERT_CLI + ["serve", "--config", str(rules), "--grpc-endpoint", "127.0.0.1:0",
                               "--http-endpoint", "127.0.0.1:0", "--report-json", str(self.report_path), *extra],
-            stdout=subprocess.PIPE, stderr=self._stderr, env=_clean_env(), cwd=str(workdir),
+            stdout=subprocess.PIPE, stderr=self._stderr, env=_clean_env(env), cwd=str(workdir),
         )
         # A reader thread, so waiting for the addresses has a deadline even if serve prints nothing.
         self._reader = threading.Thread(target=self._read_stdout, daemon=True)

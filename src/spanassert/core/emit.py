@@ -4,7 +4,7 @@ The processor's own telemetry is declared here and only here (README lists the s
 
 | instrument | kind | unit | attributes |
 |---|---|---|---|
-| `spanassert.violations` | counter | `{violation}` | test id, assertion type, tool, severity |
+| `spanassert.violations` | counter | `{violation}` | test id, assertion type, tool, agent, severity |
 | `spanassert.shadow_violations` | counter | `{violation}` | same (rules in `mode: shadow`: counted, never alerted) |
 | `spanassert.episodes` | counter | `{episode}` | verdict, close reason |
 | `spanassert.episodes.amended` | counter | `{episode}` | verdict, close reason (a closed episode's result replaced: late violation, or more of its trace) |
@@ -40,6 +40,7 @@ ATTR_SPAN_ID = "spanassert.span_id"
 ATTR_EPISODE = "spanassert.episode.key"
 ATTR_LATE = "spanassert.late"
 ATTR_TOOL = "gen_ai.tool.name"
+ATTR_AGENT = "gen_ai.agent.name"
 ATTR_CLOSE_REASON = "spanassert.close_reason"
 ATTR_REASON = "spanassert.reason"
 ATTR_KIND = "spanassert.kind"
@@ -98,6 +99,8 @@ def violation_event_attributes(v: Violation) -> Dict[str, Any]:
         attrs[ATTR_SPAN_ID] = v.span_id
     if v.tool:
         attrs[ATTR_TOOL] = v.tool
+    if v.agent:
+        attrs[ATTR_AGENT] = v.agent
     if v.late:
         attrs[ATTR_LATE] = True
     return attrs
@@ -169,6 +172,8 @@ class Telemetry(Sink):
         self._logged_kinds: Set[str] = set()
         self._lock = threading.Lock()
         self.tool_value = BoundedValues(known_tools)
+        # Agent names come from spans too: bounded the same way (the first 64 distinct, then _OTHER).
+        self.agent_value = BoundedValues()
         # When a list, log records and user callbacks are appended here instead of run: the live
         # processor runs them after it releases the engine lock (see ``run_deferred``).
         self.deferred: Optional[List[Tuple[Callable[..., Any], Any]]] = None
@@ -179,6 +184,8 @@ class Telemetry(Sink):
         attrs = {ATTR_TEST_ID: v.test_id, ATTR_ASSERTION_TYPE: v.assertion_type, ATTR_SEVERITY: v.severity}
         if v.tool:
             attrs[ATTR_TOOL] = self.tool_value(v.tool)
+        if v.agent:
+            attrs[ATTR_AGENT] = self.agent_value(v.agent)
         if v.shadow:
             self.shadow_violations.add(1, attrs)
             return

@@ -854,6 +854,7 @@ class Engine:
         events: Sequence[Any] = (),
         role: Optional[int] = None,
         index: int = 0,
+        agent: Optional[str] = None,
     ) -> List[Violation]:
         """The violations one finished tool span has on its own, before its trace is assembled.
 
@@ -898,7 +899,7 @@ class Engine:
             out.append(Violation(
                 test_id=slot.test.id, assertion_type=a.type_name, assertion_index=a.index, assertion_name=a.name,
                 severity=slot.severity, shadow=slot.shadow, message=f.message, span_id=f.span_id or span_id,
-                trace_id=trace_id, episode_key=trace_id, tool=f.tool, call_index=f.call_index,
+                trace_id=trace_id, episode_key=trace_id, tool=f.tool, call_index=f.call_index, agent=agent,
             ))
         return out
 
@@ -981,6 +982,7 @@ class Engine:
             call_index=failure.call_index,
             late=late,
             at_close=at_close,
+            agent=ep.view.agent,
         )
         if sid is not None:
             if ep.marks is None:

@@ -88,10 +88,31 @@ class Report:
         self.coverage: Dict[tuple, RuleCoverage] = {}
         # Tool name -> calls, for near misses (at most MAX_TOOL_NAMES distinct names are kept).
         self.tool_names: Dict[str, int] = {}
+        # ``--since/--until``: only episodes whose trace has a span in [start, end] (ns since the
+        # epoch) are reported. Verdicts are still made on all the evidence read; the window only
+        # chooses which episodes to show. trace id -> (first span start, last span end).
+        self.window: Optional[Tuple[int, int]] = None
+        self.trace_times: Dict[str, Tuple[int, int]] = {}
         for t in config.tests:
             for a in t.trace_assertions:
                 key = (t.id, a.index)
                 self.coverage[key] = RuleCoverage(t.id, a.type_name, a.index)
+
+    def in_window(self, episode: EpisodeResult) -> bool:
+        """Whether the episode's trace overlaps ``window`` (True without a window)."""
+        if self.window is None:
+            return True
+        times = self.trace_times.get(episode.trace_id or "")
+        if times is None:
+            return False
+        return times[0] <= self.window[1] and times[1] >= self.window[0]
+
+    def drop_out_of_window(self) -> None:
+        """After the run: violations of episodes outside the window go too."""
+        if self.window is None:
+            return
+        kept = {ep.key for ep in self.episodes}
+        self.violations = [v for v in self.violations if v.episode_key in kept]
 
     # -- aggregates --------------------------------------------------------------------------------
     def counts(self) -> Dict[str, int]:
@@ -230,6 +251,8 @@ class ReportSink(Sink):
         self.report.violations.append(violation)
 
     def episode_closed(self, result: EpisodeResult) -> None:
+        if self.report.window is not None and not self.report.in_window(result):
+            return
         self.report.episodes.append(result)
         for r in result.results:
             c = self.report.coverage.get((r.test_id, r.index))

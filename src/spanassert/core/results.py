@@ -25,6 +25,7 @@ class Violation:
         "call_index",
         "late",
         "at_close",
+        "agent",
     )
 
     def __init__(
@@ -44,6 +45,7 @@ class Violation:
         call_index: Optional[int] = None,
         late: bool = False,
         at_close: bool = False,
+        agent: Optional[str] = None,
     ) -> None:
         self.test_id = test_id
         self.assertion_type = assertion_type
@@ -59,6 +61,9 @@ class Violation:
         self.call_index = call_index
         self.late = late
         self.at_close = at_close
+        # gen_ai.agent.name of the episode (or, for serve's on-arrival checks, of the call's
+        # nearest known agent span); a metric attribute, like the tool name.
+        self.agent = agent
 
     def to_dict(self) -> Dict[str, Any]:
         return {k: getattr(self, k) for k in self.__slots__}

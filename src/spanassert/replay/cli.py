@@ -60,7 +60,60 @@ def add_replay_command(sub: Any) -> None:
                         f"(default {DEFAULT_SETTLE_SPANS}); raise it when one trace's spans are far apart in the input")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="text output lists only failed and inconclusive results; no progress")
+    p.add_argument("--test", action="append", default=[], metavar="ID", dest="tests",
+                   help="run only this test of the rules file (repeatable)")
+    p.add_argument("--tag", action="append", default=[], metavar="TAG", dest="tags",
+                   help="run only the tests carrying this tag (repeatable; with --test, either selects)")
+    p.add_argument("--since", type=_timestamp, metavar="TIME",
+                   help="report only episodes whose trace has spans at or after TIME "
+                        "(Unix seconds, or ISO 8601 such as 2026-11-30T16:40:00Z); verdicts still use all the input")
+    p.add_argument("--until", type=_timestamp, metavar="TIME",
+                   help="report only episodes whose trace has spans at or before TIME (same forms as --since)")
     p.set_defaults(func=run_replay)
+
+
+def _timestamp(text: str) -> int:
+    """Unix seconds or ISO 8601 -> ns since the epoch."""
+    import datetime as _dt
+
+    try:
+        return int(float(text) * 1e9)
+    except ValueError:
+        pass
+    try:
+        value = _dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected Unix seconds (1764520800) or an ISO 8601 time (2026-11-30T16:40:00Z), got {text!r}") from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=_dt.timezone.utc)
+    return int(value.timestamp() * 1e9)
+
+
+def _select(config: Any, tests: List[str], tags: List[str], option: str) -> Any:
+    """The config with only the tests chosen by --test/--tag, or None after printing why not."""
+    import copy
+    import difflib
+
+    if not tests and not tags:
+        return config
+    known = [t.id for t in config.tests]
+    for wanted in tests:
+        if wanted not in known:
+            near = difflib.get_close_matches(wanted, known, n=3)
+            hint = f"did you mean {', '.join(repr(n) for n in near)}? " if near else ""
+            _error(f"--test {wanted}: no test with that id in {option} {config.source or ''}; {hint}"
+                   f"the ids are: {', '.join(known) or '(none)'}")
+            return None
+    all_tags = sorted({tag for t in config.tests for tag in t.tags})
+    for wanted in tags:
+        if wanted not in all_tags:
+            _error(f"--tag {wanted}: no test carries that tag in {option} {config.source or ''}; "
+                   f"the tags are: {', '.join(all_tags) or '(none: add `tags: [...]` to tests)'}")
+            return None
+    chosen = copy.copy(config)
+    chosen.tests = [t for t in config.tests if t.id in tests or any(tag in t.tags for tag in tags)]
+    return chosen
 
 
 def _positive_int(text: str) -> int:
@@ -187,22 +240,36 @@ def _run(args: argparse.Namespace) -> int:
     config = _load(args.config, "--config", args.allow_ineffective_assertions)
     if config is None:
         return EXIT_ERROR
+    config = _select(config, args.tests, args.tags, "--config")
+    if config is None:
+        return EXIT_ERROR
     configs: List[Any] = [config]
     if args.baseline_config:
         old = _load(args.baseline_config, "--baseline-config", True)
         if old is None:
             return EXIT_ERROR
+        if args.tests or args.tags:
+            import copy
+
+            old = copy.copy(old)
+            old.tests = [t for t in old.tests if t.id in args.tests or any(tag in t.tags for tag in args.tags)]
         configs.append(old)
     for c, path, option in zip(configs, (args.config, args.baseline_config), ("--config", "--baseline-config")):
         refused = _refuse_failed_unit_forms(c, path, option)
         if refused is not None:
             return refused
+    window = None
+    if args.since is not None or args.until is not None:
+        window = (args.since if args.since is not None else 0,
+                  args.until if args.until is not None else 2 ** 63 - 1)
+        if window[0] > window[1]:
+            return _error("--since is after --until; swap them")
 
     err = _stream(sys.stderr)
     progress = _Progress(enabled=err.isatty() and not args.quiet)
     try:
         reports = replay_paths(configs, args.paths, strict=args.strict, settle_spans=args.settle_spans,
-                               on_progress=progress)
+                               on_progress=progress, window=window)
     except OTLPInputError as exc:
         progress.clear()
         return _error(f"{exc.issue.format()} (stopped at the first bad input because of --strict; "

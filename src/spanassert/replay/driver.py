@@ -45,6 +45,14 @@ class _Run:
                                   max_spans_per_trace=max_spans_per_trace)
 
     def _feed(self, trace: List[SpanRecord]) -> None:
+        if self.report.window is not None and trace:
+            times = self.report.trace_times
+            tid = trace[0].trace_id
+            first, last = times.get(tid, (trace[0].start_ns, trace[0].end_ns))
+            for r in trace:
+                first = min(first, r.start_ns)
+                last = max(last, r.end_ns)
+            times[tid] = (first, last)
         sources = self.report.sources
         if sources is None:
             feed_trace(self.engine, trace)
@@ -68,6 +76,7 @@ class _Run:
         self.engine.close_all(CloseReason.END_OF_INPUT)
         if self.buffer.overflowed:
             self.report.overflows["spans_per_trace"] = self.buffer.overflowed
+        self.report.drop_out_of_window()
 
 
 def replay_many(
@@ -125,12 +134,16 @@ def replay_paths(
     on_episode: Optional[Callable[[EpisodeResult], None]] = None,
     on_issue: Optional[Callable[[Any], None]] = None,
     on_progress: Optional[Callable[[Report], None]] = None,
+    window: Optional[Tuple[int, int]] = None,
 ) -> List[Report]:
     """Read exported files once and replay them under each config. Input issues go to every
-    report. With ``strict`` the first bad input raises :class:`spanassert.otlp.OTLPInputError`."""
+    report. With ``strict`` the first bad input raises :class:`spanassert.otlp.OTLPInputError`.
+    ``window`` (ns since the epoch, inclusive) reports only the episodes whose trace overlaps it."""
     from ..otlp import read_spans
 
     reports = [Report(c) for c in configs]
+    for rep in reports:
+        rep.window = window
 
     def issue(i: Any) -> None:
         for rep in reports:

@@ -26,6 +26,7 @@ from ..core.engine import ROLE_TOOL, Engine, SpanOutcome
 from ..core.model import CloseReason, SpanRecord
 from ..core.report import Report
 from ..core.results import Violation
+from ..mapping import ROLE_AGENT
 from ..otlp.proto_encode import ForwardItem, export_request
 from .forwarder import Forwarder
 
@@ -344,6 +345,7 @@ class Receiver:
         pending = self.buffer.pending
         max_spans = self.options.max_trace_spans
         max_age = self.options.max_trace_seconds
+        by_id: Optional[Dict[Tuple[str, str], SpanRecord]] = None
         for r in batch.records:
             side = self._sides.get(r.trace_id)
             if side is None:
@@ -359,9 +361,11 @@ class Receiver:
                     index = bisect_left(starts, r.start_ns)
                     insort(starts, r.start_ns)
                     try:
+                        if by_id is None:
+                            by_id = {(x.trace_id, x.span_id): x for x in batch.records}
                         for v in engine.precheck(r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes,
                                                  r.start_ns, r.end_ns, r.status_code, r.events, role=role,
-                                                 index=index):
+                                                 index=index, agent=_agent_in_batch(engine, r, by_id)):
                             self.sink.early(v)
                     except Exception as exc:  # noqa: BLE001 - the assembled check judges it again
                         self._internal_error("serve_precheck", exc)
@@ -410,3 +414,20 @@ class Receiver:
         assert self.forwarder is not None
         items, self._forward_out = self._forward_out, []
         self.forwarder.submit(export_request(items), len(items))
+
+
+def _agent_in_batch(engine: Engine, record: SpanRecord, by_id: Dict[Tuple[str, str], SpanRecord]) -> Optional[str]:
+    """The agent of a tool span judged on arrival: the nearest agent span among its ancestors in
+    the same request (the root usually ends, and so is exported, with its calls). None when no
+    ancestor is there; the metric then has no agent attribute."""
+    parent = record.parent_span_id
+    for _ in range(64):  # bounded: a cycle in hostile input must not hang the receiver
+        if not parent:
+            return None
+        up = by_id.get((record.trace_id, parent))
+        if up is None:
+            return None
+        if engine.mapper.role(up.name, up.attributes) == ROLE_AGENT:
+            return engine.mapper.agent_name(up.name, up.attributes)
+        parent = up.parent_span_id
+    return None
