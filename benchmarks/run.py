@@ -16,6 +16,7 @@ COLUMNS = ["figure", "ours", "baseline", "ratio", "target", "met"]
 
 def main() -> int:
     import config_bench
+    import html_bench
     import live
     import memory_bench
     import replay_bench
@@ -33,6 +34,7 @@ def main() -> int:
         ("memory", lambda: memory_bench.run(10_000 if quick else 100_000)),
         ("config", lambda: config_bench.run(1_000)),
         ("serve", lambda: serve_bench.run(300 if quick else 2_000)),
+        ("html", lambda: html_bench.run(10_000)),
     ]:
         part = fn()
         rows += part

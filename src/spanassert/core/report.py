@@ -93,6 +93,10 @@ class Report:
         # chooses which episodes to show. trace id -> (first span start, last span end).
         self.window: Optional[Tuple[int, int]] = None
         self.trace_times: Dict[str, Tuple[int, int]] = {}
+        # For timelines (``--html``), when not None: trace id -> its tool calls
+        # (start ns, end ns, tool, span id), and, for attribute-keyed episodes, key -> trace ids.
+        self.calls: Optional[Dict[str, List[Tuple[int, int, str, str]]]] = None
+        self.key_traces: Dict[str, List[str]] = {}
         for t in config.tests:
             for a in t.trace_assertions:
                 key = (t.id, a.index)

@@ -42,6 +42,9 @@ def add_replay_command(sub: Any) -> None:
                    help="stdout format: text summary (default) or the JSON report (schema spanassert.replay.v1)")
     p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report to FILE")
     p.add_argument("--sarif", metavar="FILE", help="also write a SARIF 2.1.0 report to FILE")
+    p.add_argument("--html", metavar="FILE",
+                   help="also write a self-contained HTML report to FILE (rules summary, violations over time, "
+                        "per-episode call timelines, filters by rule, agent and verdict; opens without network)")
     p.add_argument("--fail-on-inconclusive", action="store_true",
                    help="count inconclusive verdicts as failures (exit 1)")
     p.add_argument("--skip-invalid", action="store_true",
@@ -269,7 +272,7 @@ def _run(args: argparse.Namespace) -> int:
     progress = _Progress(enabled=err.isatty() and not args.quiet)
     try:
         reports = replay_paths(configs, args.paths, strict=args.strict, settle_spans=args.settle_spans,
-                               on_progress=progress, window=window)
+                               on_progress=progress, window=window, timelines=bool(args.html))
     except OTLPInputError as exc:
         progress.clear()
         return _error(f"{exc.issue.format()} (stopped at the first bad input because of --strict; "
@@ -287,6 +290,13 @@ def _run(args: argparse.Namespace) -> int:
     if args.sarif:
         sarif = render_sarif(report, fail_on_inconclusive=args.fail_on_inconclusive)
         failed = _write(args.sarif, (json.dumps(sarif, indent=2, ensure_ascii=False) + "\n").encode("utf-8"), "--sarif")
+        if failed is not None:
+            return failed
+
+    if args.html:
+        from .report.html import render_html
+
+        failed = _write(args.html, render_html(report).encode("utf-8"), "--html")
         if failed is not None:
             return failed
 

@@ -53,6 +53,8 @@ class _Run:
                 first = min(first, r.start_ns)
                 last = max(last, r.end_ns)
             times[tid] = (first, last)
+        if self.report.calls is not None and trace:
+            self._log_calls(trace)
         sources = self.report.sources
         if sources is None:
             feed_trace(self.engine, trace)
@@ -64,6 +66,29 @@ class _Run:
                 sources[(record.trace_id, record.span_id)] = record.source
 
         feed_trace(self.engine, trace, remember)
+
+    def _log_calls(self, trace: List[SpanRecord]) -> None:
+        """Remember the trace's tool calls for the report's timelines (no verdict reads this)."""
+        from ..mapping import ROLE_TOOL
+
+        assert self.report.calls is not None
+        mapper = self.engine.mapper
+        tid = trace[0].trace_id
+        calls = self.report.calls.setdefault(tid, [])
+        key_attr = self.report.config.episodes.key
+        keyed = None
+        for r in trace:
+            if mapper.role(r.name, r.attributes) == ROLE_TOOL:
+                tool = mapper.tool_name(r.name, r.attributes)
+                if tool is not None:
+                    calls.append((r.start_ns, r.end_ns, tool, r.span_id))
+            if key_attr != "trace" and keyed is None:
+                keyed = mapper.conversation_key(r.attributes, key_attr)
+        calls.sort()
+        if keyed is not None:
+            traces = self.report.key_traces.setdefault(keyed, [])
+            if tid not in traces:
+                traces.append(tid)
 
     def add(self, record: SpanRecord) -> None:
         self.report.spans_read += 1
@@ -135,15 +160,19 @@ def replay_paths(
     on_issue: Optional[Callable[[Any], None]] = None,
     on_progress: Optional[Callable[[Report], None]] = None,
     window: Optional[Tuple[int, int]] = None,
+    timelines: bool = False,
 ) -> List[Report]:
     """Read exported files once and replay them under each config. Input issues go to every
     report. With ``strict`` the first bad input raises :class:`spanassert.otlp.OTLPInputError`.
-    ``window`` (ns since the epoch, inclusive) reports only the episodes whose trace overlaps it."""
+    ``window`` (ns since the epoch, inclusive) reports only the episodes whose trace overlaps it.
+    ``timelines`` keeps the first report's tool calls per trace (for the HTML report)."""
     from ..otlp import read_spans
 
     reports = [Report(c) for c in configs]
     for rep in reports:
         rep.window = window
+    if timelines and reports:
+        reports[0].calls = {}
 
     def issue(i: Any) -> None:
         for rep in reports:
