@@ -44,6 +44,9 @@ def add_validate_command(sub: Any) -> None:
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="rules file(s) to check")
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="text output lists only errors, warnings and failed unit-test forms (the summary line stays)")
+    add_verbose_option(p)
     p.add_argument("--allow-ineffective-assertions", action="store_true",
                    help="keep assertions that cannot fail, reporting them as warnings")
     p.set_defaults(func=run_validate)
@@ -84,7 +87,14 @@ def validate_file(path: str, *, allow_ineffective_assertions: bool = False) -> D
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    results = [validate_file(f, allow_ineffective_assertions=args.allow_ineffective_assertions) for f in args.files]
+    import logging
+
+    log = logging.getLogger("spanassert.validate")
+    results = []
+    for f in args.files:
+        results.append(validate_file(f, allow_ineffective_assertions=args.allow_ineffective_assertions))
+        log.debug("%s: exit %d, %d diagnostic(s), %d unit-test form(s)", f, results[-1]["exit_code"],
+                  len(results[-1]["diagnostics"]), len(results[-1]["unit_results"]))
     exit_code = max((r["exit_code"] for r in results), default=EXIT_OK)
     out = _out()
     if args.format == "json":
@@ -106,9 +116,10 @@ def run_validate(args: argparse.Namespace) -> int:
         return exit_code
 
     errors = warnings = passed = failed = 0
+    lines: List[str] = []
     for r in results:
         for d in r["diagnostics"]:
-            out.write(d.format() + "\n")
+            lines.append(d.format())
             if d.severity == "error":
                 errors += 1
             else:
@@ -117,14 +128,19 @@ def run_validate(args: argparse.Namespace) -> int:
             ok = u["verdict"] == "passed"
             passed += ok
             failed += not ok
-            out.write(u["line"] + "\n")
+            if ok and args.quiet:
+                continue
+            lines.append(u["line"])
     verdict = {EXIT_OK: "valid", EXIT_FAILED: "unit-test form failed", EXIT_CONFIG: "invalid"}[exit_code]
     n = len(results)
     summary = (f"{verdict}: {n} file{'s' if n != 1 else ''}, {errors} error{'s' if errors != 1 else ''}, "
                f"{warnings} warning{'s' if warnings != 1 else ''}")
     if passed or failed:
         summary += f", unit-test forms {passed} passed / {failed} failed"
-    out.write(summary + "\n")
+    lines.append(summary)
+    from .term import write
+
+    write(out, "\n".join(lines) + "\n")
     return exit_code
 
 
@@ -146,6 +162,44 @@ def run_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- options every subcommand spells the same way -------------------------------------------------
+def add_verbose_option(p: argparse.ArgumentParser) -> None:
+    """``--verbose/-v``: spanassert's own debug log on stderr (what was read, decided, skipped)."""
+    p.add_argument("--verbose", "-v", action="store_true", help="log spanassert's debug messages to stderr")
+
+
+def _apply_verbose(args: argparse.Namespace) -> None:
+    if getattr(args, "verbose", False):
+        import logging
+
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(name)s: %(levelname)s: %(message)s"))
+        logger = logging.getLogger("spanassert")
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+
+
+# -- completion ---------------------------------------------------------------------------------
+def add_completion_command(sub: Any) -> None:
+    p = sub.add_parser(
+        "completion",
+        help="print a shell completion script (bash, zsh or fish)",
+        description="Print a completion script for subcommands, options and option values. "
+                    "bash: `source <(spanassert completion bash)` (or save it to "
+                    "/etc/bash_completion.d/spanassert); zsh: `source <(spanassert completion zsh)`; "
+                    "fish: `spanassert completion fish > ~/.config/fish/completions/spanassert.fish`.",
+    )
+    p.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell to complete in")
+    p.set_defaults(func=run_completion)
+
+
+def run_completion(args: argparse.Namespace) -> int:
+    from .completion import completion_script
+
+    _out().write(completion_script(args.shell, build_parser(None, full=True)))
+    return EXIT_OK
+
+
 # -- wiring -------------------------------------------------------------------------------------
 # name -> (module, function adding the subparser, one-line help). A command's module is imported only
 # when that command runs (or its --help is asked), so `spanassert validate` does not pay for the
@@ -156,20 +210,25 @@ SUBCOMMANDS: Dict[str, Tuple[str, str, str]] = {
     "replay": ("spanassert.replay.cli", "add_replay_command", "re-check exported OTLP trace files"),
     "serve": ("spanassert.serve", "add_serve_command", "receive OTLP traces and check them live"),
     "init": ("spanassert.replay.init_cli", "add_init_command", "write a starting rules file (drafted from traces)"),
+    "completion": ("spanassert.cli", "add_completion_command", "print a shell completion script (bash, zsh, fish)"),
 }
 
 
-def build_parser(argv: Optional[List[str]] = None) -> argparse.ArgumentParser:
+def build_parser(argv: Optional[List[str]] = None, *, full: bool = False) -> argparse.ArgumentParser:
     import importlib
+
+    from . import __version__
 
     parser = argparse.ArgumentParser(
         prog="spanassert",
         description="Check assertions about AI-agent tool calls from OpenTelemetry spans.",
     )
+    parser.add_argument("--version", action="version", version=f"spanassert {__version__}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = next((a for a in (argv or []) if not a.startswith("-")), None)
     for name, (module, func, help_text) in SUBCOMMANDS.items():
-        if chosen is None or name == chosen:
+        if full or chosen is None or name == chosen:
             getattr(importlib.import_module(module), func)(sub)
         else:
             sub.add_parser(name, help=help_text)
@@ -188,6 +247,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if func is None:
         parser.print_help(sys.stderr)
         return EXIT_CONFIG
+    _apply_verbose(args)
     return int(func(args))
 
 

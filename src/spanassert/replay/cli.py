@@ -63,6 +63,9 @@ def add_replay_command(sub: Any) -> None:
                         f"(default {DEFAULT_SETTLE_SPANS}); raise it when one trace's spans are far apart in the input")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="text output lists only failed and inconclusive results; no progress")
+    from .cli import add_verbose_option
+
+    add_verbose_option(p)
     p.add_argument("--test", action="append", default=[], metavar="ID", dest="tests",
                    help="run only this test of the rules file (repeatable)")
     p.add_argument("--tag", action="append", default=[], metavar="TAG", dest="tags",
@@ -246,6 +249,11 @@ def _run(args: argparse.Namespace) -> int:
     config = _select(config, args.tests, args.tags, "--config")
     if config is None:
         return EXIT_ERROR
+    import logging
+
+    log = logging.getLogger("spanassert.replay")
+    log.debug("rules %s: %d test(s) selected: %s", args.config, len(config.tests),
+              ", ".join(t.id for t in config.tests))
     configs: List[Any] = [config]
     if args.baseline_config:
         old = _load(args.baseline_config, "--baseline-config", True)
@@ -270,6 +278,7 @@ def _run(args: argparse.Namespace) -> int:
 
     err = _stream(sys.stderr)
     progress = _Progress(enabled=err.isatty() and not args.quiet)
+    started = time.monotonic()
     try:
         reports = replay_paths(configs, args.paths, strict=args.strict, settle_spans=args.settle_spans,
                                on_progress=progress, window=window, timelines=bool(args.html))
@@ -279,6 +288,9 @@ def _run(args: argparse.Namespace) -> int:
                       "fix the input, or drop --strict to check the rest and list every bad line)")
     progress.clear()
     report = reports[0]
+    log.debug("read %d span(s) from %s in %.2f s: %d episode(s), %d violation(s), %d input issue(s)",
+              report.spans_read, ", ".join(args.paths), time.monotonic() - started, len(report.episodes),
+              len(report.violations), len(report.issues))
     diff = baseline_diff(reports[1], report) if len(reports) > 1 else None
     exit_code = report.exit_code(fail_on_inconclusive=args.fail_on_inconclusive, skip_invalid=args.skip_invalid,
                                  allow_empty=args.allow_empty)
@@ -306,7 +318,9 @@ def _run(args: argparse.Namespace) -> int:
                               skip_invalid=args.skip_invalid, allow_empty=args.allow_empty, baseline=diff)
         out.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     else:
-        out.write(render_text(report, quiet=args.quiet, baseline=diff))
+        from .term import write
+
+        write(out, render_text(report, quiet=args.quiet, baseline=diff))
     out.flush()
     if report.input_errors:
         # Also on stderr, so a CI log shows where the input was bad even with --format json.

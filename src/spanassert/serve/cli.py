@@ -41,7 +41,7 @@ def add_serve_command(sub: Any) -> None:
                     "each), to metrics/logs, and (with --forward) onto the forwarded spans as "
                     "`gen_ai.evaluation.result` events. SIGTERM/SIGINT stop it gracefully (exit 0) after deciding every accepted span; a second signal cuts that drain short and still writes what was decided (exit 1 if spans were left unjudged).",
     )
-    p.add_argument("--config", required=True, metavar="FILE", help="rules file")
+    p.add_argument("--config", "-c", required=True, metavar="FILE", help="rules file")
     p.add_argument("--grpc-endpoint", default=DEFAULT_GRPC_ENDPOINT, metavar="HOST:PORT",
                    help=f"OTLP/gRPC address (default {DEFAULT_GRPC_ENDPOINT}: this machine only; 0.0.0.0:4317 "
                         "listens on every interface, then use TLS and a token; port 0 picks a free port; "
@@ -85,7 +85,10 @@ def add_serve_command(sub: Any) -> None:
     p.add_argument("--engine-stall-timeout", type=float, default=DEFAULT_ENGINE_STALL_TIMEOUT, metavar="SECONDS",
                    help="/health answers 503 when the engine thread has not gone round its loop for this long "
                         f"(one trace taking that long to judge, or a hang; default {DEFAULT_ENGINE_STALL_TIMEOUT:g})")
-    p.add_argument("--quiet", action="store_true", help="do not print violations to stderr")
+    p.add_argument("--quiet", "-q", action="store_true", help="do not print violations to stderr")
+    from ..cli import add_verbose_option
+
+    add_verbose_option(p)
     p.set_defaults(func=run_serve)
 
 

@@ -1,0 +1,46 @@
+"""Terminal output shared by the subcommands: colour on a terminal only, never when the output is
+piped or redirected, when ``NO_COLOR`` is set (any value, https://no-color.org) or ``TERM=dumb``;
+``FORCE_COLOR`` (non-empty) turns it on anyway. Colour only adds ANSI codes around marks and verdict
+words: the text is the same with and without it.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import TextIO
+
+RESET = "\033[0m"
+STYLES = {"passed": "\033[32m", "failed": "\033[1;31m", "inconclusive": "\033[33m", "not_applicable": "\033[2m",
+          "warning": "\033[33m", "error": "\033[1;31m", "dim": "\033[2m"}
+
+_MARK_STYLE = {"✓": "passed", "✗": "failed", "?": "inconclusive", "–": "not_applicable"}
+_LINE_MARK = re.compile(r"^(\s*)([✓✗?–])( )", re.M)
+_COUNTS = re.compile(r"\b(\d+) (passed|failed|inconclusive)\b")
+_DIAG = re.compile(r"\b(error|warning)(?= \[E_)")
+
+
+def color_enabled(stream: TextIO) -> bool:
+    env = os.environ
+    if env.get("NO_COLOR"):
+        return False
+    if env.get("FORCE_COLOR"):
+        return True
+    if env.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except (ValueError, OSError):
+        return False
+
+
+def paint(text: str) -> str:
+    """Colour the marks at line starts, ``N passed/failed/inconclusive`` counts (non-zero), and the
+    severity word of diagnostics."""
+    text = _LINE_MARK.sub(lambda m: f"{m.group(1)}{STYLES[_MARK_STYLE[m.group(2)]]}{m.group(2)}{RESET}{m.group(3)}", text)
+    text = _COUNTS.sub(lambda m: m.group(0) if m.group(1) == "0" else f"{STYLES[m.group(2)]}{m.group(0)}{RESET}", text)
+    return _DIAG.sub(lambda m: f"{STYLES[m.group(1)]}{m.group(1)}{RESET}", text)
+
+
+def write(stream: TextIO, text: str) -> None:
+    stream.write(paint(text) if color_enabled(stream) else text)
