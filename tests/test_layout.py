@@ -15,9 +15,9 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "spanassert"
 
 DOORS = {"live", "replay", "serve"}
 # Below the doors: the core and the libraries it is built from.
-SHARED = {"core", "assertions", "config", "mapping", "otlp", "report"}
+SHARED = {"core", "assertions", "config", "mapping", "otlp", "report", "term"}
 # Entry points at the top: they may import anything.
-TOP = {"cli", "trace", "pytest_plugin", "__init__"}
+TOP = {"cli", "completion", "trace", "pytest_plugin", "__init__"}
 
 
 def _module_name(path: Path, root: Path) -> Tuple[str, bool]:

@@ -162,12 +162,8 @@ def run_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# -- options every subcommand spells the same way -------------------------------------------------
-def add_verbose_option(p: argparse.ArgumentParser) -> None:
-    """``--verbose/-v``: spanassert's own debug log on stderr (what was read, decided, skipped)."""
-    p.add_argument("--verbose", "-v", action="store_true", help="log spanassert's debug messages to stderr")
-
-
+# -- options every subcommand spells the same way (declared in term.py) -----------------------------
+from .term import add_verbose_option  # noqa: E402
 def _apply_verbose(args: argparse.Namespace) -> None:
     if getattr(args, "verbose", False):
         import logging

@@ -5,6 +5,7 @@ words: the text is the same with and without it.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import re
 from typing import TextIO
@@ -44,3 +45,8 @@ def paint(text: str) -> str:
 
 def write(stream: TextIO, text: str) -> None:
     stream.write(paint(text) if color_enabled(stream) else text)
+
+
+def add_verbose_option(p: argparse.ArgumentParser) -> None:
+    """``--verbose/-v`` (every subcommand): spanassert's own debug log on stderr."""
+    p.add_argument("--verbose", "-v", action="store_true", help="log spanassert's debug messages to stderr")

@@ -63,7 +63,7 @@ def add_replay_command(sub: Any) -> None:
                         f"(default {DEFAULT_SETTLE_SPANS}); raise it when one trace's spans are far apart in the input")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="text output lists only failed and inconclusive results; no progress")
-    from .cli import add_verbose_option
+    from ..term import add_verbose_option
 
     add_verbose_option(p)
     p.add_argument("--test", action="append", default=[], metavar="ID", dest="tests",
@@ -306,7 +306,7 @@ def _run(args: argparse.Namespace) -> int:
             return failed
 
     if args.html:
-        from .report.html import render_html
+        from ..report.html import render_html
 
         failed = _write(args.html, render_html(report).encode("utf-8"), "--html")
         if failed is not None:
@@ -318,7 +318,7 @@ def _run(args: argparse.Namespace) -> int:
                               skip_invalid=args.skip_invalid, allow_empty=args.allow_empty, baseline=diff)
         out.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     else:
-        from .term import write
+        from ..term import write
 
         write(out, render_text(report, quiet=args.quiet, baseline=diff))
     out.flush()

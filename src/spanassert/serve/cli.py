@@ -86,7 +86,7 @@ def add_serve_command(sub: Any) -> None:
                    help="/health answers 503 when the engine thread has not gone round its loop for this long "
                         f"(one trace taking that long to judge, or a hang; default {DEFAULT_ENGINE_STALL_TIMEOUT:g})")
     p.add_argument("--quiet", "-q", action="store_true", help="do not print violations to stderr")
-    from ..cli import add_verbose_option
+    from ..term import add_verbose_option
 
     add_verbose_option(p)
     p.set_defaults(func=run_serve)
