@@ -71,10 +71,15 @@ def run_live(out_file: Path) -> Tuple[Verdicts, Dict[str, str], int]:
     trace_names: Dict[str, str] = {}
     for scenario in SCENARIOS:
         print(f"\n● {scenario.name}: {scenario.prompt!r}", flush=True)
+        before = len(episodes)
         agent.run(scenario)
+        # Evaluation runs on a worker thread (the default with an export): wait until it has
+        # judged this scenario's spans, so its violations print under its own heading and the
+        # episode it closed is named after it (not after whichever scenario runs next).
+        processor.force_flush()
         print(f"  ↳ {scenario.answer}", flush=True)
-        if episodes and episodes[-1].trace_id and episodes[-1].trace_id not in trace_names:
-            trace_names[episodes[-1].trace_id] = scenario.name
+        for ep in episodes[before:]:
+            trace_names.setdefault(ep.trace_id or ep.key, scenario.name)
     provider.shutdown()  # flushes the exporter: the file is complete
     live = {ep.trace_id or ep.key: [(t, i, v, s) for t, i, v, s in ep.verdict_signature()] for ep in episodes}
     return live, trace_names, len(violations)

@@ -105,3 +105,23 @@ def test_pytest_example_passes_with_the_plugin() -> None:
     proc = run(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "examples/test_support_agent.py")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "5 passed" in proc.stdout
+
+
+def test_demo_names_each_episode_after_its_scenario_and_prints_violations_under_it() -> None:
+    # Before: with background evaluation the episode of one scenario closed after the next heading
+    # was printed, so the table named episodes after the wrong scenario (or by trace id).
+    proc = run(sys.executable, str(EXAMPLES / "demo.py"), timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    live = out[out.index(" live:\n"):out.index(" replayed:\n")]
+    rows = {line.split()[0]: line for line in live.splitlines()[1:] if line.strip()}
+    assert list(rows) == ["order-status", "refund-within-policy", "refund-over-limit", "close-account"], live
+    assert rows["order-status"].endswith("failed: tools-succeed")
+    assert "failed" not in rows["refund-within-policy"].split("passed", 1)[1]
+    assert rows["refund-over-limit"].endswith("failed: refund-after-policy, refund-within-limit")
+    assert rows["close-account"].endswith("failed: never-delete-customers")
+    # Each violation line sits under its own scenario's heading.
+    sections = out.split("\n● ")[1:]
+    by_name = {s.split(":", 1)[0]: s for s in sections}
+    assert "refund-within-limit" in by_name["refund-over-limit"] and "VIOLATION" not in by_name["refund-within-policy"]
+    assert "never-delete-customers" in by_name["close-account"].split("\n\n   ")[0]

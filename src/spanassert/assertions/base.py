@@ -214,7 +214,9 @@ class BuildContext:
         self.base_dir = base_dir
         self.settings: Dict[str, Any] = {}
 
-    def error(self, code: str, message: str, *, field: Optional[str] = None, hint: Optional[str] = None) -> None:
+    def error(self, code: str, message: str, *, field: Optional[str] = None, hint: Optional[str] = None,
+              at_key: bool = False) -> None:
+        """``at_key``: point at the key named by ``field`` rather than at its value."""
         self.errors.append((code, message, field, hint))
 
     def warn(self, code: str, message: str, *, field: Optional[str] = None, hint: Optional[str] = None) -> None:
@@ -252,6 +254,15 @@ class BuildContext:
         cached = _SCHEMA_CACHE.get(key) if key is not None else None
         if cached is not None:
             return cached
+        from .schema_hints import misspelt_keywords
+
+        misspelt = misspelt_keywords(schema)
+        for path, wrong, right in misspelt:
+            self.error("E_CFG_SCHEMA", f"unknown JSON Schema keyword `{wrong}`; did you mean `{right}`? "
+                       "(JSON Schema ignores unknown keywords, so this check would never run)",
+                       field=_field_below(field, path), hint=f"rename `{wrong}` to `{right}`", at_key=True)
+        if misspelt:
+            return None
         try:
             cls = jsonschema.validators.validator_for(schema)
             if isinstance(schema, dict) and "$schema" not in schema and not _uses_modern_keywords(schema):
@@ -271,11 +282,28 @@ class BuildContext:
                 _SCHEMA_CACHE[key] = validator
             return validator
         except jsonschema.exceptions.SchemaError as exc:
-            self.error("E_CFG_SCHEMA", f"invalid JSON Schema: {exc.message}", field=field)
+            from .schema_hints import explain_schema_error
+
+            where, message = explain_schema_error(exc)
+            self.error("E_CFG_SCHEMA", f"invalid JSON Schema: {message}", field=_field_below(field, where))
             return None
         except Exception as exc:  # noqa: BLE001 - any bad schema is a config error, never a crash
             self.error("E_CFG_SCHEMA", f"invalid JSON Schema: {exc}", field=field)
             return None
+
+
+def _field_below(field: str, path: Any) -> str:
+    """``field`` extended by a key path inside its value, as far as the dotted form can say it
+    (a key with a dot or bracket, or that looks like an index, ends it)."""
+    out = field
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif isinstance(part, str) and part and not part.isdigit() and not any(c in part for c in ".[]"):
+            out += f".{part}"
+        else:
+            break
+    return out
 
 
 class Assertion:

@@ -130,9 +130,10 @@ class LoaderBuildContext(BuildContext):
     def _where(self, field: Optional[str]) -> KeyPath:
         return self._path + parse_field_path(field) if field else self._path
 
-    def error(self, code: str, message: str, *, field: Optional[str] = None, hint: Optional[str] = None) -> None:
+    def error(self, code: str, message: str, *, field: Optional[str] = None, hint: Optional[str] = None,
+              at_key: bool = False) -> None:
         super().error(code, message, field=field, hint=hint)
-        self._report.error(code, f"{self.type_name}: {message}", self._where(field), hint=hint)
+        self._report.error(code, f"{self.type_name}: {message}", self._where(field), hint=hint, at_key=at_key)
 
     def warn(self, code: str, message: str, *, field: Optional[str] = None, hint: Optional[str] = None) -> None:
         super().warn(code, message, field=field, hint=hint)
@@ -633,9 +634,20 @@ class _Loader:
                               hint="add `type:`, one of: " + ", ".join(known))
             return None
         if not isinstance(type_name, str) or type_name not in registry:
-            guess = did_you_mean(str(type_name), known)
-            hint = f"did you mean `{guess}`?" if guess else ("known types: " + ", ".join(known) if known
-                                                             else "no types are registered")
+            from .suggest import suggest_type
+
+            guess, family = suggest_type(str(type_name), known)
+            if not known:
+                hint = "no types are registered"
+            elif guess:
+                hint = f"did you mean `{guess}`?"
+                others = [f for f in family if f != guess]
+                if others:
+                    hint += " Related types: " + ", ".join(f"`{f}`" for f in others)
+            else:
+                hint = "known types: " + ", ".join(known)
+            if known:
+                hint += " (`spanassert schema` lists every type with its fields)"
             self.report.error(codes.E_CFG_UNKNOWN_TYPE, f"unknown {what} type `{type_name}`", path + ("type",),
                               hint=hint)
             return None

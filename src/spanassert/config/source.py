@@ -306,8 +306,10 @@ def parse_document(source: Source) -> Document:
                                             file=file, line=line, column=col,
                                             hint="flatten the structure; a rules file never needs this depth")]) from None
         parts = [p for p in (exc.context, exc.problem) if p]
+        raw = "; ".join(parts) or "invalid YAML"
+        plain = _plain_yaml_error(exc)
         raise SourceProblem([Diagnostic(
-            codes.E_CFG_PARSE, "YAML syntax error: " + ("; ".join(parts) or "invalid YAML"),
+            codes.E_CFG_PARSE, f"YAML syntax error: {plain} (parser: {raw})" if plain else f"YAML syntax error: {raw}",
             file=file, line=line, column=col, hint=_parse_hint(exc),
         )]) from None
     except yaml.YAMLError as exc:
@@ -327,6 +329,36 @@ def parse_document(source: Source) -> Document:
         line, col = _mark_pos(r.mark)
         raise SourceProblem([Diagnostic(r.code, r.message, file=file, line=line, column=col, hint=r.hint)]) from None
     return Document(value, file, source.base_dir, builder.value_at, builder.key_at, builder.problems)
+
+
+def _plain_yaml_error(exc: yaml.MarkedYAMLError) -> Optional[str]:
+    """What the parser expected, in words a newcomer can act on (None when there is nothing
+    better to say than the parser's own text)."""
+    problem = (exc.problem or "").lower()
+    context = (exc.context or "").lower()
+    at, start = exc.problem_mark, exc.context_mark
+    if at is None:
+        return None
+    line, col = at.line + 1, at.column + 1
+    if start is not None and "expected '-' indicator" in problem and "block collection" in context:
+        c = start.column + 1
+        return (f"line {line} is indented to column {col}, but the list that starts at line {start.line + 1} has "
+                f"its items (`- `) at column {c}: a line in that list either starts a new item (`- ` at column "
+                f"{c}) or continues the item above, indented to column {c + 2}")
+    if start is not None and "expected key" in problem and "block mapping" in context:
+        c = start.column + 1
+        return (f"line {line} is indented to column {col}, which lines up with nothing above it: the keys of "
+                f"the block that starts at line {start.line + 1} are at column {c}; indent this line to column "
+                f"{c} to add a key there, or to the column of an outer block's keys or list items")
+    if "mapping values are not allowed" in problem:
+        return (f"line {line} has a `key: value` where a plain value was expected: either this line is "
+                "indented deeper than the keys beside it, or a value containing `: ` needs quotes")
+    if "could not find expected ':'" in problem:
+        return (f"a line near line {line} was expected to be `key: value` and has no `:` (or a value running "
+                "over several lines needs quotes)")
+    if "found character '\\t'" in problem or "\t" in problem:
+        return f"line {line} is indented with a tab; YAML indents with spaces only"
+    return None
 
 
 def _parse_hint(exc: yaml.MarkedYAMLError) -> str:

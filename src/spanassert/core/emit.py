@@ -295,6 +295,10 @@ class Telemetry(Sink):
         text = f"[{v.severity}] {v.test_id} ({v.assertion_type}): {v.message}"
         if self._logger is None:
             level = logging.WARNING if v.severity in ("warning", "info") else logging.ERROR
+            if self.on_violation is not None:
+                # The caller's callback reports it (the README's quick start prints it): the log
+                # record stays, at DEBUG, so an unconfigured logging setup does not print it twice.
+                level = logging.DEBUG
             log.log(level, "spanassert violation %s", escape_control(text),
                     extra={"spanassert_violation": v.to_dict()})
             return
