@@ -160,7 +160,7 @@ def test_args_valid_invalid_schema_is_a_load_error() -> None:
     with pytest.raises(ConfigRefused) as exc:
         build({"type": "trace_args_valid", "tool": "t", "schema": {"type": "no-such-type"}})
     assert exc.value.codes == ["E_CFG_SCHEMA"]
-    assert exc.value.problems[0][2] == "schema"
+    assert exc.value.problems[0][2] == "schema.type"  # at the offending keyword, not the schema
 
 
 @pytest.mark.parametrize("text, seconds", [("250us", 250e-6), ("250µs", 250e-6), ("5 m", 300.0), ("1500ns", 1.5e-6)])
