@@ -89,9 +89,15 @@ def test_time_window_keeps_only_the_episodes_inside_it(files: "tuple[Path, Path]
     assert inside.returncode == 1
     doc = json.loads(inside.stdout)
     assert doc["summary"]["episodes"] == 2 and doc["violations"]
-    before = spanassert(str(traces), "-c", str(rules), "--until", "2020-01-01T00:00:00Z", "--format", "json")
-    assert before.returncode == 0, before.stderr
-    doc = json.loads(before.stdout)
+    # A window holding no episode is not a pass: exit 2, saying when the episodes are.
+    before = spanassert(str(traces), "-c", str(rules), "--until", "2020-01-01T00:00:00Z")
+    assert before.returncode == 2, before.stderr
+    assert "2 episode(s) were judged but none falls in the --since/--until window" in before.stderr
+    assert "their traces run from 20" in before.stderr
+    allowed = spanassert(str(traces), "-c", str(rules), "--until", "2020-01-01T00:00:00Z", "--allow-empty",
+                         "--format", "json")
+    assert allowed.returncode == 0, allowed.stderr
+    doc = json.loads(allowed.stdout)
     assert doc["summary"]["episodes"] == 0 and doc["violations"] == []
     bad = spanassert(str(traces), "-c", str(rules), "--since", "yesterday")
     assert bad.returncode == 2 and "ISO 8601" in bad.stderr

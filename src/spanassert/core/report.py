@@ -93,6 +93,7 @@ class Report:
         # chooses which episodes to show. trace id -> (first span start, last span end).
         self.window: Optional[Tuple[int, int]] = None
         self.trace_times: Dict[str, Tuple[int, int]] = {}
+        self.outside_window = 0  # episodes judged but not reported (outside the window)
         # For timelines (``--html``), when not None: trace id -> its tool calls
         # (start ns, end ns, tool, span id), and, for attribute-keyed episodes, key -> trace ids.
         self.calls: Optional[Dict[str, List[Tuple[int, int, str, str]]]] = None
@@ -146,6 +147,17 @@ class Report:
         if self.spans_read == 0:
             return ("no spans were read from the input (an empty file, an empty folder, a file of NUL bytes or "
                     "a path the exporter never wrote); check the export path")
+        if not self.episodes and self.outside_window:
+            import datetime as _dt
+
+            def iso(ns: int) -> str:
+                return _dt.datetime.fromtimestamp(ns / 1e9, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+            times = list(self.trace_times.values())
+            span = (f" (their traces run from {iso(min(t[0] for t in times))} to {iso(max(t[1] for t in times))})"
+                    if times else "")
+            return (f"{self.outside_window} episode(s) were judged but none falls in the --since/--until window"
+                    f"{span}; widen the window (times are UTC unless they say otherwise)")
         if not self.episodes:
             return (f"{self.spans_read} span(s) were read but no episode was found: no agent or tool span was "
                     "recognised; check that the instrumentation records GenAI/OpenInference tool spans, or add "
@@ -256,6 +268,7 @@ class ReportSink(Sink):
 
     def episode_closed(self, result: EpisodeResult) -> None:
         if self.report.window is not None and not self.report.in_window(result):
+            self.report.outside_window += 1
             return
         self.report.episodes.append(result)
         for r in result.results:
