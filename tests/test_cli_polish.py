@@ -77,6 +77,7 @@ def test_version_prints_the_package_version() -> None:
     ("replay", ["--config", "-c", "--format", "--quiet", "-q", "--verbose", "-v"]),
     ("serve", ["--config", "-c", "--quiet", "-q", "--verbose", "-v"]),
     ("validate", ["--format", "--quiet", "-q", "--verbose", "-v"]),
+    ("init", ["--config", "-c", "--verbose", "-v"]),
 ])
 def test_shared_options_are_spelled_the_same_on_every_subcommand(command: str, expected: List[str]) -> None:
     done = run(command, "--help")
@@ -85,6 +86,13 @@ def test_shared_options_are_spelled_the_same_on_every_subcommand(command: str, e
     assert set(expected) <= spelled, sorted(set(expected) - spelled)
     if command == "validate":
         assert "FILE [FILE ...]" in done.stdout  # validate keeps taking files, not --config
+
+
+def test_init_writes_the_rules_file_named_by_config(tmp_path: Path) -> None:
+    target = tmp_path / "rules.yaml"
+    done = run("init", "-c", str(target))
+    assert done.returncode == 0, done.stderr
+    assert run("validate", str(target)).returncode == 0
 
 
 def test_verbose_logs_spanassert_debug_lines_and_quiet_validate_prints_only_the_summary(tmp_path: Path) -> None:

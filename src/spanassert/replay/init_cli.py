@@ -21,9 +21,14 @@ def add_init_command(sub: Any) -> None:
     )
     p.add_argument("--from-trace", nargs="+", metavar="FILE", dest="traces",
                    help="OTLP trace files or directories to draft from")
-    p.add_argument("-o", "--output", metavar="FILE", help="where to write (default: standard output)")
+    p.add_argument("-o", "--output", "-c", "--config", metavar="FILE", dest="output",
+                   help="the rules file to write (default: standard output); --config/-c is the same option, "
+                        "spelled as on replay and serve")
     p.add_argument("--enforce", action="store_true", help="write the tests enforced instead of in shadow mode")
     p.add_argument("--force", action="store_true", help="overwrite the output file if it exists")
+    from ..term import add_verbose_option
+
+    add_verbose_option(p)
     p.set_defaults(func=run_init)
 
 
