@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, TextIO, Tuple
 
+from .term import add_verbose_option
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_CONFIG = 2
@@ -162,8 +164,7 @@ def run_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# -- options every subcommand spells the same way (declared in term.py) -----------------------------
-from .term import add_verbose_option  # noqa: E402
+# -- options every subcommand spells the same way (--verbose/-v is declared in term.py) --------------
 def _apply_verbose(args: argparse.Namespace) -> None:
     if getattr(args, "verbose", False):
         import logging

@@ -48,11 +48,13 @@ def _bash(parser: argparse.ArgumentParser) -> str:
         if cases:
             lines.append('            case "$prev" in')
             for strings, choices in cases:
-                lines.append(f'                {"|".join(strings)}) values="{" ".join(choices) if choices else "@file"}" ;;')
+                values = " ".join(choices) if choices else "@file"
+                lines.append(f'                {"|".join(strings)}) values="{values}" ;;')
             lines.append("            esac")
-        positional = [a for a in _positionals(parser, name) if a.choices]
+        positional = [list(a.choices) for a in _positionals(parser, name) if a.choices]
         if positional:
-            lines.append(f'            [[ "$cur" != -* && -z "$values" ]] && values="{" ".join(map(str, positional[0].choices))}"')
+            words = " ".join(map(str, positional[0]))
+            lines.append(f'            [[ "$cur" != -* && -z "$values" ]] && values="{words}"')
         lines.append("            ;;")
     lines += [
         "    esac",

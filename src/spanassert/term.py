@@ -14,8 +14,8 @@ RESET = "\033[0m"
 STYLES = {"passed": "\033[32m", "failed": "\033[1;31m", "inconclusive": "\033[33m", "not_applicable": "\033[2m",
           "warning": "\033[33m", "error": "\033[1;31m", "dim": "\033[2m"}
 
-_MARK_STYLE = {"✓": "passed", "✗": "failed", "?": "inconclusive", "–": "not_applicable"}
-_LINE_MARK = re.compile(r"^(\s*)([✓✗?–])( )", re.M)
+_MARK_STYLE = {"✓": "passed", "✗": "failed", "?": "inconclusive", "\u2013": "not_applicable"}
+_LINE_MARK = re.compile("^(\\s*)([✓✗?\u2013])( )", re.M)
 _COUNTS = re.compile(r"\b(\d+) (passed|failed|inconclusive)\b")
 _DIAG = re.compile(r"\b(error|warning)(?= \[E_)")
 
@@ -38,7 +38,8 @@ def color_enabled(stream: TextIO) -> bool:
 def paint(text: str) -> str:
     """Colour the marks at line starts, ``N passed/failed/inconclusive`` counts (non-zero), and the
     severity word of diagnostics."""
-    text = _LINE_MARK.sub(lambda m: f"{m.group(1)}{STYLES[_MARK_STYLE[m.group(2)]]}{m.group(2)}{RESET}{m.group(3)}", text)
+    text = _LINE_MARK.sub(
+        lambda m: f"{m.group(1)}{STYLES[_MARK_STYLE[m.group(2)]]}{m.group(2)}{RESET}{m.group(3)}", text)
     text = _COUNTS.sub(lambda m: m.group(0) if m.group(1) == "0" else f"{STYLES[m.group(2)]}{m.group(0)}{RESET}", text)
     return _DIAG.sub(lambda m: f"{STYLES[m.group(1)]}{m.group(1)}{RESET}", text)
 

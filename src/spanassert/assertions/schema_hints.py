@@ -10,19 +10,21 @@
 from __future__ import annotations
 
 import difflib
-from typing import Any, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 KeyPath = Tuple[Union[str, int], ...]
 
-KEYWORDS = frozenset("""
-$schema $id $ref $defs $comment $anchor $dynamicRef $dynamicAnchor $vocabulary $recursiveRef $recursiveAnchor
-definitions type enum const multipleOf maximum exclusiveMaximum minimum exclusiveMinimum maxLength minLength
-pattern maxItems minItems uniqueItems maxContains minContains maxProperties minProperties required
-dependentRequired dependencies properties patternProperties additionalProperties propertyNames items
-prefixItems additionalItems contains unevaluatedItems unevaluatedProperties allOf anyOf oneOf not if then
-else format contentEncoding contentMediaType contentSchema title description default deprecated readOnly
-writeOnly examples
-""".split())
+KEYWORDS = frozenset((
+    "$schema", "$id", "$ref", "$defs", "$comment", "$anchor", "$dynamicRef", "$dynamicAnchor", "$vocabulary",
+    "$recursiveRef", "$recursiveAnchor", "definitions", "type", "enum", "const", "multipleOf", "maximum",
+    "exclusiveMaximum", "minimum", "exclusiveMinimum", "maxLength", "minLength", "pattern", "maxItems",
+    "minItems", "uniqueItems", "maxContains", "minContains", "maxProperties", "minProperties", "required",
+    "dependentRequired", "dependencies", "properties", "patternProperties", "additionalProperties",
+    "propertyNames", "items", "prefixItems", "additionalItems", "contains", "unevaluatedItems",
+    "unevaluatedProperties", "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "format",
+    "contentEncoding", "contentMediaType", "contentSchema", "title", "description", "default", "deprecated",
+    "readOnly", "writeOnly", "examples",
+))
 
 TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
 
@@ -37,7 +39,7 @@ _SUBSCHEMAS = {
 }
 
 
-def _schemas(schema: Any, path: KeyPath, depth: int = 0) -> Iterator[Tuple[dict, KeyPath]]:
+def _schemas(schema: Any, path: KeyPath, depth: int = 0) -> Iterator[Tuple[Dict[str, Any], KeyPath]]:
     if not isinstance(schema, dict) or depth > 64:
         return
     yield schema, path
@@ -46,15 +48,15 @@ def _schemas(schema: Any, path: KeyPath, depth: int = 0) -> Iterator[Tuple[dict,
         if kind == "one" or (key == "items" and isinstance(value, list)):
             if isinstance(value, list):
                 for i, sub in enumerate(value):
-                    yield from _schemas(sub, path + (key, i), depth + 1)
+                    yield from _schemas(sub, (*path, key, i), depth + 1)
             else:
-                yield from _schemas(value, path + (key,), depth + 1)
+                yield from _schemas(value, (*path, key), depth + 1)
         elif kind == "map" and isinstance(value, dict):
             for name, sub in value.items():
-                yield from _schemas(sub, path + (key, name), depth + 1)
+                yield from _schemas(sub, (*path, key, name), depth + 1)
         elif kind == "list" and isinstance(value, list):
             for i, sub in enumerate(value):
-                yield from _schemas(sub, path + (key, i), depth + 1)
+                yield from _schemas(sub, (*path, key, i), depth + 1)
 
 
 def misspelt_keywords(schema: Any) -> List[Tuple[KeyPath, str, str]]:
@@ -70,7 +72,7 @@ def misspelt_keywords(schema: Any) -> List[Tuple[KeyPath, str, str]]:
                 lowered = {k.lower(): k for k in KEYWORDS}
                 near = [lowered[key.lower()]] if key.lower() in lowered else []
             if near:
-                out.append((path + (key,), key, near[0]))
+                out.append(((*path, key), key, near[0]))
     return out
 
 

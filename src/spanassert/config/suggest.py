@@ -31,7 +31,7 @@ def _words(name: str) -> List[str]:
     words = [w for w in re.split(r"[^a-z0-9]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()) if w]
     out = []
     for w in words:
-        if w.startswith("blocklist") or w.startswith("denylist"):
+        if w.startswith(("blocklist", "denylist")):
             out.append(w)
         elif len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
             out.append(w[:-1])  # tools -> tool, calls -> call

@@ -8,7 +8,7 @@ the open episodes, not by file size.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple, Union
 
 from ..config.model import Config
 from ..core.assembly import TraceBuffer, feed_trace

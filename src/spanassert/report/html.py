@@ -73,10 +73,8 @@ def report_data(report: Report) -> Dict[str, Any]:
         for s, e, tool, tid, sid in ep_calls[:MAX_CALLS_PER_EPISODE]:
             marks = violations_at.get((tid, sid), [])
             rows.append([_clip(tool, 200), round((s - (t0 or s)) / 1e6, 3), round(max(e - s, 0) / 1e6, 3), marks])
-        results = []
-        for r in ep.results:
-            results.append([rule_index.get((r.test_id, r.index), -1), VERDICT_CODES[r.verdict], _clip(r.message),
-                            1 if r.shadow else 0])
+        results = [[rule_index.get((r.test_id, r.index), -1), VERDICT_CODES[r.verdict], _clip(r.message),
+                    1 if r.shadow else 0] for r in ep.results]
         episodes.append({
             "k": _clip(ep.key, 200), "tr": ep.trace_id or "", "a": a, "s": _clip(ep.service, 200),
             "n": _clip(ep.root_name, 200), "v": VERDICT_CODES[ep.verdict], "cr": ep.close_reason.value,
