@@ -59,7 +59,7 @@ def _normal(s: Serve, base: int, count: int, statuses: List[int]) -> float:
 
 @pytest.mark.timeout(600)
 def test_an_endless_trace_is_released_in_bounded_pieces_and_slows_no_one(sizes: Any, tmp_path: Path) -> None:
-    requests = sizes.pick(40, 300)
+    requests = sizes.pick(30, 300)
     per_request = 1000
     forbidden_at = (requests * per_request) * 3 // 4  # deep inside, long after the first release
     normal = sizes.pick(150, 1000)

@@ -193,7 +193,7 @@ def test_fuzzed_http_intake_never_errs_never_hangs_and_stays_bounded(server: Ser
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(st.lists(_REQUEST, min_size=1, max_size=4), st.booleans())
     def one_connection(requests: List[bytes], half_close: bool) -> None:
-        statuses, _ = exchange(server, b"".join(requests), timeout=5.0 if half_close else 1.0,
+        statuses, _ = exchange(server, b"".join(requests), timeout=5.0 if half_close else 0.3,
                                half_close=half_close)
         seen.extend(statuses)
         assert not [c for c in statuses if c >= 500 and c not in (501, 503, 505)], statuses

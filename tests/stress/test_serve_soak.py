@@ -39,7 +39,7 @@ def _slope_per_minute(points: List[Tuple[float, int]]) -> float:
 
 @pytest.mark.timeout(900)
 def test_serve_memory_levels_off_under_sustained_loopback_load(sizes: Any, tmp_path: Path) -> None:
-    duration = sizes.pick(12.0, 300.0)
+    duration = sizes.pick(8.0, 300.0)
     senders = 4
     s = Serve(tmp_path / "serve", "--settle", "0.2", report=False)
     host, port = s.http.rsplit(":", 1)
