@@ -19,6 +19,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from .core.assembly import live_order
 from .core.model import MISSING, STATUS_ERROR, STATUS_OK, STATUS_UNSET, SpanEvent, SpanRecord, ToolCall, Verdict
+from .core.records import record
 from .mapping import ROLE_AGENT, ROLE_TOOL, Mapper
 
 
@@ -158,15 +159,13 @@ class Trace:
         return f"Trace({len(self.records)} spans, calls={self.call_sequence()})"
 
 
+@record
 class CheckItem:
-    __slots__ = ("label", "verdict", "detail", "episode", "shadow")
-
-    def __init__(self, label: str, verdict: Verdict, detail: str, episode: str, shadow: bool = False) -> None:
-        self.label = label
-        self.verdict = verdict
-        self.detail = detail
-        self.episode = episode
-        self.shadow = shadow  # a rule in `mode: shadow`: shown, never fails the check
+    label: str
+    verdict: Verdict
+    detail: str
+    episode: str
+    shadow: bool = False  # a rule in `mode: shadow`: shown, never fails the check
 
     @property
     def passed(self) -> bool:
@@ -266,6 +265,6 @@ def check(trace: Trace, rules_or_expectations: Any) -> CheckResult:
     for ep in report.episodes:
         for r in ep.results:
             label = r.test_id if r.name is None else f"{r.test_id} / {r.name}"
-            items.append(CheckItem(label, r.verdict, r.message, ep.key, r.shadow))
+            items.append(CheckItem(label=label, verdict=r.verdict, detail=r.message, episode=ep.key, shadow=r.shadow))
     incomplete = {ep.key: list(ep.incomplete) for ep in report.episodes if ep.incomplete}
     return CheckResult(items, len(report.episodes), incomplete)

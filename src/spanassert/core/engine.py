@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ..assertions.base import NEED_ARGUMENTS, NEED_RESULT, Assertion
 from ..config.model import Config, TestCase, require_runnable
@@ -1015,7 +1015,7 @@ class Engine:
             key=ep.key, trace_id=ep.trace_id, root_span_id=view.root_span_id, root_name=view.root_name,
             agent=view.agent, service=view.service, close_reason=view.close_reason, results=results,
             call_count=view.call_count, step_count=view.step_count, unreadable_calls=view.unreadable_calls,
-            incomplete=view.incomplete, amendment=amendment, late=late,
+            incomplete=view.incomplete or [], amendment=amendment, late=late,
         )
         ep.result = result
         return result

@@ -2,11 +2,13 @@
 coverage. Replay returns it; serve keeps one per rules file; report/ renders it."""
 from __future__ import annotations
 
+from dataclasses import field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..config.model import Config
 from .engine import Sink
 from .model import Verdict
+from .records import record
 from .results import AssertionResult, EpisodeResult, Violation
 
 REPORT_SCHEMA = "spanassert.replay.v1"
@@ -15,16 +17,14 @@ REPORT_SCHEMA = "spanassert.replay.v1"
 MAX_TOOL_NAMES = 10_000
 
 
+@record
 class RuleCoverage:
     """Per assertion: on how many episodes it passed, failed, was inconclusive, did not apply."""
 
-    __slots__ = ("test_id", "assertion_type", "index", "counts")
-
-    def __init__(self, test_id: str, assertion_type: str, index: int) -> None:
-        self.test_id = test_id
-        self.assertion_type = assertion_type
-        self.index = index
-        self.counts: Dict[str, int] = {v.value: 0 for v in Verdict}
+    test_id: str
+    assertion_type: str
+    index: int
+    counts: Dict[str, int] = field(default_factory=lambda: {v.value: 0 for v in Verdict})
 
     def to_dict(self) -> Dict[str, Any]:
         return {"test": self.test_id, "type": self.assertion_type, "index": self.index, **self.counts}
@@ -101,7 +101,7 @@ class Report:
         for t in config.tests:
             for a in t.trace_assertions:
                 key = (t.id, a.index)
-                self.coverage[key] = RuleCoverage(t.id, a.type_name, a.index)
+                self.coverage[key] = RuleCoverage(test_id=t.id, assertion_type=a.type_name, index=a.index)
 
     def in_window(self, episode: EpisodeResult) -> bool:
         """Whether the episode's trace overlaps ``window`` (True without a window)."""
