@@ -179,3 +179,40 @@ def test_a_callback_raising_systemexit_is_counted_and_keyboardinterrupt_on_the_m
     assert rig.total("spanassert.internal_errors") == 1
     root.end()
     assert len(rig.exporter.get_finished_spans()) == 1  # the root still went on
+
+
+def test_no_callback_runs_under_the_engine_lock_amendments_included():
+    """Issue 14 item 9: on_violation and on_episode (a late span's amendment too) are called after
+    the engine lock is released, in both evaluation modes."""
+    for background in (False, True):
+        calls = []
+        holder = []
+
+        def record(kind):
+            return lambda x: calls.append((kind, holder[0]._lock._is_owned(), getattr(x, "amendment", False)))
+
+        mem = InMemorySpanExporter()
+        from spanassert import AssertionSpanProcessor
+
+        proc = AssertionSpanProcessor(build_config(RULES), export=SimpleSpanProcessor(mem), tick_interval=0,
+                                      background=background, on_violation=record("violation"),
+                                      on_episode=record("episode"))
+        holder.append(proc)
+        tp = TracerProvider()
+        tp.add_span_processor(proc)
+        t = tp.get_tracer("t")
+        root = t.start_span("invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"})
+        ctx = trace.set_span_in_context(root)
+        t.start_span("execute_tool delete_database", context=ctx, attributes={
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "delete_database"}).end()
+        root.end()
+        late = t.start_span("execute_tool refund", context=ctx, attributes={
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "refund",
+            "gen_ai.tool.call.arguments": json.dumps({"amount": 900})})
+        late.end()
+        assert proc.force_flush(30_000)
+        tp.shutdown()
+        assert calls and not any(owned for _, owned, _ in calls), calls
+        kinds = [k for k, _, _ in calls]
+        assert kinds.count("violation") >= 2 and "episode" in kinds
+        assert any(amended for _, _, amended in calls)  # the late refund amended the closed episode

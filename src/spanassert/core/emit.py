@@ -167,8 +167,10 @@ class Telemetry(Sink):
         self._logger = None
         if logger_provider is not None:
             self._logger = logger_provider.get_logger("spanassert", __version__)
-        self.on_violation = on_violation
-        self.on_episode = on_episode
+        # The user's callbacks. Read through the `on_violation` / `on_episode` properties, which
+        # defer while `deferred` is a list and count whatever the callback raises, whoever calls them.
+        self._on_violation = on_violation
+        self._on_episode = on_episode
         self._logged_kinds: Set[str] = set()
         self._lock = threading.Lock()
         self.tool_value = BoundedValues(known_tools)
@@ -197,8 +199,44 @@ class Telemetry(Sink):
 
     def _notify_violation(self, v: Violation) -> None:
         self._log_violation(v)
-        if self.on_violation is not None:
-            self._call_user("on_violation_callback", self.on_violation, v)
+        if self._on_violation is not None:
+            self._call_user("on_violation_callback", self._on_violation, v)
+
+    # -- the user's callbacks -----------------------------------------------------------------------
+    @property
+    def on_violation(self) -> Optional[Callable[[Violation], None]]:
+        """The user's ``on_violation`` as a safe hook (None when there is none): calling it defers
+        the call while ``deferred`` is a list and counts whatever the callback raises."""
+        return None if self._on_violation is None else self._violation_hook
+
+    @on_violation.setter
+    def on_violation(self, fn: Optional[Callable[[Violation], None]]) -> None:
+        self._on_violation = fn
+
+    def _violation_hook(self, v: Violation) -> None:
+        if self.deferred is not None:
+            self.deferred.append((self._call_on_violation, v))
+        else:
+            self._call_on_violation(v)
+
+    def _call_on_violation(self, v: Violation) -> None:
+        if self._on_violation is not None:
+            self._call_user("on_violation_callback", self._on_violation, v)
+
+    @property
+    def on_episode(self) -> Optional[Callable[[EpisodeResult], None]]:
+        """The user's ``on_episode`` as a safe hook (see :attr:`on_violation`); amendments too."""
+        return None if self._on_episode is None else self._episode_hook
+
+    @on_episode.setter
+    def on_episode(self, fn: Optional[Callable[[EpisodeResult], None]]) -> None:
+        self._on_episode = fn
+
+    def _episode_hook(self, result: EpisodeResult) -> None:
+        if self.deferred is not None:
+            self.deferred.append((self._notify_episode, result))
+        else:
+            self._notify_episode(result)
 
     def episode_closed(self, result: EpisodeResult) -> None:
         self.open.add(-1)
@@ -207,15 +245,12 @@ class Telemetry(Sink):
         for r in result.results:
             k = (r.test_id, r.assertion_type, r.verdict.value)
             counts[k] = counts.get(k, 0) + 1
-        if self.on_episode is not None:
-            if self.deferred is not None:
-                self.deferred.append((self._notify_episode, result))
-            else:
-                self._notify_episode(result)
+        if self._on_episode is not None:
+            self._episode_hook(result)
 
     def _notify_episode(self, result: EpisodeResult) -> None:
-        if self.on_episode is not None:
-            self._call_user("on_episode_callback", self.on_episode, result)
+        if self._on_episode is not None:
+            self._call_user("on_episode_callback", self._on_episode, result)
 
     def _call_user(self, kind: str, fn: Callable[[Any], Any], arg: Any) -> None:
         """Run a user callback: whatever it raises (SystemExit included) is counted, never passed
