@@ -175,6 +175,7 @@ def _ambiguous_branch(items: List[Any]) -> bool:
     return False
 
 
+E_CFG_SCHEMA_REF = "E_CFG_SCHEMA_REF"
 _SCHEMA_CACHE: Dict[str, Any] = {}
 _SCHEMA_CACHE_SIZE = 1024
 # Keywords of drafts 2019-09 / 2020-12 that Draft 7 does not know.
@@ -244,13 +245,28 @@ class BuildContext:
             )
 
     def compile_schema(self, schema: Any, *, field: str) -> Optional[Any]:
-        """Returns a jsonschema validator, or None (after reporting) when the schema is invalid."""
+        """Returns a jsonschema validator, or None (after reporting) when the schema is invalid.
+
+        References (``$ref``) resolve only within the schema itself: one that points elsewhere (a
+        URL, a file) or to nothing is reported here, at its position, and the validator is built
+        over a registry that never retrieves anything."""
         import jsonschema
+
+        from .schema_util import local_registry, ref_problems
 
         try:
             key = json.dumps(schema, sort_keys=True, default=repr)
         except (TypeError, ValueError, RecursionError):
             key = None
+        if key is None or '"$ref"' in key or '"$dynamicRef"' in key or '"$recursiveRef"' in key:
+            problems = ref_problems(schema)
+            if problems:
+                for where, message in problems:
+                    below = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in where)
+                    self.error(E_CFG_SCHEMA_REF, f"invalid JSON Schema: {message}", field=field + below,
+                               hint="put the referenced schema under `$defs` in the same schema and point at it "
+                                    "with `$ref: '#/$defs/NAME'`")
+                return None
         cached = _SCHEMA_CACHE.get(key) if key is not None else None
         if cached is not None:
             return cached
@@ -272,7 +288,7 @@ class BuildContext:
                 _draft7_meta().check_schema(schema)
             else:
                 cls.check_schema(schema)
-            validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+            validator = cls(schema, format_checker=cls.FORMAT_CHECKER, registry=local_registry())
             if key is not None:
                 # Checking a schema against its meta-schema is most of the cost of loading a rules
                 # file; identical schemas (common across tests) are checked once. Validators are

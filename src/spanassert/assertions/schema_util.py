@@ -136,3 +136,116 @@ def jsonschema_messages(validator: Any, instance: Any, limit: int = 5) -> List[s
         if len(out) >= limit:
             break
     return out
+
+
+# -- references -----------------------------------------------------------------------------------
+# A rules file's schemas may use `$ref`, resolved only within the schema that holds it: a JSON
+# Pointer or anchor into it (`#/$defs/x`, `#name`), or the `$id` of the schema or one of its
+# subschemas. Nothing is fetched and no file is opened, at load or while judging: validators are
+# built over an empty registry with no retrieval (``local_registry``), and every reference is
+# resolved once at load (``ref_problems``), so one that does not resolve is a load error at its
+# position instead of an exception in the middle of an episode.
+
+_REF_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
+# Keywords whose value is a subschema, a list of subschemas, or a map of name -> subschema (the
+# union over the drafts jsonschema knows).
+_SUB_SINGLE = frozenset({
+    "additionalItems", "additionalProperties", "contains", "contentSchema", "else", "if", "items", "not",
+    "propertyNames", "then", "unevaluatedItems", "unevaluatedProperties",
+})
+_SUB_LIST = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
+_SUB_MAP = frozenset({"$defs", "definitions", "dependentSchemas", "patternProperties", "properties", "dependencies"})
+_MAX_SCHEMA_DEPTH = 256
+
+_LOCAL_REGISTRY: Any = None
+
+
+def local_registry() -> Any:
+    """The ``referencing.Registry`` validators are built with: empty, and with no retrieval, so a
+    reference can only land in the schema itself (jsonschema adds the bundled meta-schemas)."""
+    global _LOCAL_REGISTRY
+    if _LOCAL_REGISTRY is None:
+        import referencing
+
+        _LOCAL_REGISTRY = referencing.Registry()
+    return _LOCAL_REGISTRY
+
+
+def has_references(schema: Any, _depth: int = 0) -> bool:
+    """Whether ``schema`` contains a reference keyword anywhere (a cheap pre-check)."""
+    if _depth > _MAX_SCHEMA_DEPTH:
+        return True
+    if isinstance(schema, dict):
+        if any(isinstance(schema.get(k), str) for k in _REF_KEYWORDS):
+            return True
+        return any(has_references(v, _depth + 1) for v in schema.values())
+    if isinstance(schema, list):
+        return any(has_references(v, _depth + 1) for v in schema)
+    return False
+
+
+RefProblem = Tuple[Tuple[Any, ...], str]
+
+
+def ref_problems(schema: Any) -> List[RefProblem]:
+    """Every reference in ``schema`` that does not resolve within it, as (key path of the reference
+    inside the schema, why). Empty when all resolve (or there are none)."""
+    if not isinstance(schema, dict) or not has_references(schema):
+        return []
+    import referencing
+    import referencing.jsonschema as rjs
+    from referencing.exceptions import Unresolvable
+
+    try:
+        dialect = schema.get("$schema")
+        spec = (rjs.specification_with(dialect, default=rjs.DRAFT202012) if isinstance(dialect, str)
+                else rjs.DRAFT202012)
+        root = spec.create_resource(schema)
+        base = root.id() or ""
+        registry = referencing.Registry().with_resource(base, root).crawl()
+        resolver = registry.resolver(base_uri=base)
+    except Exception as exc:  # noqa: BLE001 - an odd `$id` or dialect: say so at load
+        return [((), f"the schema's references cannot be resolved: {type(exc).__name__}: {exc}")]
+    problems: List[RefProblem] = []
+
+    def check(ref: str, keyword: str, at: Any, path: Tuple[Any, ...]) -> None:
+        try:
+            at.lookup(ref)
+        except Unresolvable:
+            if ref.startswith("#"):
+                why = "it points to nothing in this schema"
+            else:
+                why = ("it is not within this schema: spanassert never fetches a URL or reads a file to "
+                       "resolve a reference")
+            problems.append((path + (keyword,), f"`{keyword}: {ref}` does not resolve: {why}"))
+        except Exception as exc:  # noqa: BLE001
+            problems.append((path + (keyword,), f"`{keyword}: {ref}` does not resolve: {type(exc).__name__}: {exc}"))
+
+    def walk(node: Any, at: Any, path: Tuple[Any, ...], depth: int) -> None:
+        if not isinstance(node, dict):
+            return
+        if depth > _MAX_SCHEMA_DEPTH:
+            problems.append((path, f"the schema is nested deeper than {_MAX_SCHEMA_DEPTH} levels"))
+            return
+        if depth and isinstance(node.get("$id"), str):
+            try:
+                at = at.in_subresource(spec.create_resource(node))
+            except Exception:  # noqa: BLE001 - resolution below then reports what does not resolve
+                pass
+        for keyword in _REF_KEYWORDS:
+            ref = node.get(keyword)
+            if isinstance(ref, str):
+                check(ref, keyword, at, path)
+        for key, value in node.items():
+            if key in _SUB_MAP and isinstance(value, dict):
+                for name, sub in value.items():
+                    walk(sub, at, path + (key, name), depth + 1)
+            elif key in _SUB_LIST and isinstance(value, list):
+                for i, sub in enumerate(value):
+                    walk(sub, at, path + (key, i), depth + 1)
+            elif key in _SUB_SINGLE and isinstance(value, dict):
+                walk(value, at, path + (key,), depth + 1)
+
+    walk(schema, resolver, (), 0)
+    return problems
+
