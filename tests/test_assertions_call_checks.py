@@ -139,7 +139,8 @@ def test_args_valid_reports_a_violation_before_the_call_ends() -> None:
 def test_args_valid_unrecorded_arguments_are_inconclusive() -> None:
     run = drive(DISCOUNT, [ok("apply_discount")])
     assert run.verdict is Verdict.INCONCLUSIVE
-    assert "not recorded or could not be parsed" in run.outcome.message
+    assert "could not be judged" in run.outcome.message
+    assert "`apply_discount` at call #1 (span 0000000000000001): its arguments were not recorded" in run.outcome.message
 
 
 def test_args_valid_truncated_arguments_are_inconclusive() -> None:
@@ -148,7 +149,10 @@ def test_args_valid_truncated_arguments_are_inconclusive() -> None:
 
 
 def test_args_valid_ignores_other_tools() -> None:
-    assert drive(DISCOUNT, [ok("other", {"percent": 99})]).verdict is Verdict.PASSED
+    # No call of the tool: nothing to judge (the zero-calls rule of every per-call check).
+    assert drive(DISCOUNT, [ok("other", {"percent": 99})]).verdict is Verdict.NOT_APPLICABLE
+    assert drive(DISCOUNT, [ok("other", {"percent": 99}), ok("apply_discount", {"percent": 5})]).verdict \
+        is Verdict.PASSED
 
 
 def test_args_valid_vacuous_schema_is_ineffective() -> None:

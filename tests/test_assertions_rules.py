@@ -258,6 +258,21 @@ def test_unrecorded_arguments_make_an_args_match_rule_inconclusive_never_held():
     assert one(spec, ["read", {"tool": "http", "args": {"url": "https://ok"}}]).outcome == HELD
 
 
+def test_a_bare_value_argument_is_bound_to_the_single_parameter_or_undecidable():
+    # Issue 12 situation 4: "evil" recorded bare is no object of named arguments. Assay counts it as
+    # no match, which would hold a never_after rule the call may break.
+    spec = {"type": "never_after", "trigger": "read", "forbidden": {"tool": "http", "args_match": {"url": "evil"}}}
+    for bare in ("https://evil", '["https://evil"]', "not json at all"):
+        ev = one(spec, ["read", {"tool": "http", "args": bare}])
+        assert ev.outcome == INCONCLUSIVE, bare
+        assert "not an object of named arguments" in ev.reason
+    bound = as_tool_calls(["read", {"tool": "http", "args": "https://evil"}])
+    bound[1].set_params(("url",))  # the tool's recorded definition names one parameter
+    assert one(spec, bound).outcome == VIOLATED
+    bound[1].set_params(("url", "method"))  # two parameters: which one is it?
+    assert one(spec, bound).outcome == INCONCLUSIVE
+
+
 def test_a_certain_answer_clears_a_doubtful_after_obligation():
     spec = {"type": "after", "trigger": "w", "then": {"tool": "audit", "args_match": {"scope": "full"}}, "within": 2}
     answered = ["w", "audit", {"tool": "audit", "args": {"scope": "full"}}]

@@ -161,7 +161,8 @@ def test_forbidden_call_with_args_match_is_inconclusive_when_arguments_never_rec
     spec = {"type": "trace_must_not_call_tool", "tool": "http_post", "args_match": {"url": "evil"}}
     run = drive(spec, [ok("http_post"), ok("http_post", {"url": "fine"})])
     assert run.verdict is Verdict.INCONCLUSIVE
-    assert "1 call(s) of `http_post` had arguments that were not recorded" in run.outcome.message
+    assert "whether 1 call(s) of `http_post` are `http_post(url =~ /evil/)` could not be decided" in run.outcome.message
+    assert "its arguments were not recorded" in run.outcome.message
 
 
 def test_forbidden_call_with_args_match_fails_even_when_other_calls_were_undecidable() -> None:

@@ -69,7 +69,8 @@ def test_tool_result_json_form_on_plain_text_fails() -> None:
 
 
 def test_tool_result_ignores_other_tools() -> None:
-    assert drive(rule("status == ok"), [err("other")]).verdict is Verdict.PASSED
+    # No call of the tool: nothing to judge (the zero-calls rule of every per-call check).
+    assert drive(rule("status == ok"), [err("other")]).verdict is Verdict.NOT_APPLICABLE
 
 
 def test_tool_result_open_call_at_close_is_inconclusive() -> None:

@@ -26,6 +26,7 @@ _EXPORTS = {
     "Report": ("spanassert.core.report", "Report"),
     "Trace": ("spanassert.trace", "Trace"),
     "check": ("spanassert.trace", "check"),
+    "Undecidable": ("spanassert.trace", "Undecidable"),
 }
 
 __all__ = ["__version__", *_EXPORTS]

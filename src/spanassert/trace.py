@@ -20,7 +20,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 from .core.assembly import live_order
 from .core.model import MISSING, STATUS_ERROR, STATUS_OK, STATUS_UNSET, SpanEvent, SpanRecord, ToolCall, Verdict
 from .core.records import record
-from .mapping import ROLE_AGENT, ROLE_TOOL, Mapper
+from .mapping import ROLE_AGENT, ROLE_STEP, ROLE_TOOL, Mapper
 
 
 def _from_readable(span: Any) -> SpanRecord:
@@ -43,6 +43,10 @@ def _from_readable(span: Any) -> SpanRecord:
         resource=dict(span.resource.attributes) if span.resource is not None else {},
         scope=span.instrumentation_scope.name if span.instrumentation_scope is not None else "",
     )
+
+
+class Undecidable(Exception):
+    """A query the recorded spans cannot answer (e.g. arguments that were not recorded)."""
 
 
 class Trace:
@@ -72,8 +76,21 @@ class Trace:
         by_id = {r.span_id: r for r in self.records}
         m = self.mapper
         calls: List[ToolCall] = []
+        # Tool definitions recorded on model steps and agents that have ended, and the calls whose
+        # spans have not: a call's arguments are bound (a bare value to the tool's one parameter)
+        # by what is known when its span ends, as the engine does.
+        known: Dict[str, Any] = {}
+        open_calls: Dict[str, ToolCall] = {}
         for phase, r, _ in live_order(self.records):
-            if phase != 0 or m.role(r.name, r.attributes) != ROLE_TOOL:
+            if phase == 1:
+                call_open = open_calls.pop(r.span_id, None)
+                if call_open is not None:
+                    own = m.declared_parameters(call_open.name, r.attributes)
+                    call_open.set_params(own if own is not None else known.get(call_open.name))
+                elif m.role(r.name, r.attributes) in (ROLE_STEP, ROLE_AGENT):
+                    known.update(m.tool_definitions(r.attributes) or {})
+                continue
+            if m.role(r.name, r.attributes) != ROLE_TOOL:
                 continue
             name = m.tool_name(r.name, r.attributes)
             if name is None:
@@ -95,12 +112,30 @@ class Trace:
                      arguments_raw=m.arguments_raw(r.attributes, r.events),
                      result_raw=m.result_raw(r.attributes, r.events))
             calls.append(c)
+            open_calls[r.span_id] = c
         return calls
 
     # -- queries --------------------------------------------------------------------------------
     def called(self, tool: str, **arguments: Any) -> bool:
-        """True if some call of ``tool`` has these argument values (equality on the given keys only)."""
-        return any(self._args_equal(c, arguments) for c in self.calls_to(tool))
+        """True if some call of ``tool`` has these argument values (equality on the given keys only).
+
+        Never a false answer either way: when no call matched but a call of ``tool`` has arguments
+        that cannot be read as named arguments (not recorded, unparsable, or a bare value that could
+        not be bound to the tool's parameter), it raises :class:`Undecidable`, since that call may
+        be the one asked about (``assert not trace.called(...)`` must not pass on it)."""
+        unknown: Optional[ToolCall] = None
+        for c in self.calls_to(tool):
+            if not arguments:
+                return True
+            if c.arguments_named:
+                if self._args_equal(c, arguments):
+                    return True
+            elif unknown is None:
+                unknown = c
+        if unknown is not None:
+            raise Undecidable(f"whether `{tool}` was called with {arguments!r} cannot be decided: call #"
+                              f"{unknown.index + 1} (span {unknown.span_id}): {unknown.arguments_problem}")
+        return False
 
     def calls_to(self, tool: str) -> List[ToolCall]:
         return [c for c in self.tool_calls if c.name == tool]

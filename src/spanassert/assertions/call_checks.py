@@ -25,7 +25,7 @@ from .base import (  # noqa: F401 - call_ref is re-exported
     call_ref,
     register,
 )
-from .schema_util import schema_is_vacuous, validation_messages
+from .schema_util import schema_is_vacuous, schema_names_arguments, validation_messages
 from .selectors import CallSelector, tool_fields, tool_selector
 
 # -- shared helpers --------------------------------------------------------------------------------
@@ -68,22 +68,39 @@ def wants_evidence(assertion: Assertion, kind: str) -> bool:
 class EveryCallState:
     """Per-episode state of a rule that judges every selected call on its own: O(1)."""
 
-    __slots__ = ("first_failure", "checked", "open", "undecided")
+    __slots__ = ("first_failure", "checked", "open", "undecided", "first_undecided")
 
     def __init__(self) -> None:
         self.first_failure: Optional[str] = None  # where the first violation was seen
         self.checked = 0  # calls judged at their end
         self.open = 0  # calls started and not yet ended
-        self.undecided = 0  # calls whose needed content was not recorded
+        self.undecided = 0  # calls that could not be judged (their needed content was not recorded)
+        self.first_undecided: Optional[str] = None  # which call, and why
 
     def fail(self, call: ToolCall, message: str) -> Failure:
         if self.first_failure is None:
             self.first_failure = call_ref(call)
         return Failure.at(call, message)
 
+    def undecide(self, call: ToolCall, why: str) -> None:
+        """``call`` cannot be judged, because ``why`` (e.g. "its arguments were not recorded")."""
+        self.undecided += 1
+        if self.first_undecided is None:
+            self.first_undecided = f"`{call.name}` at {call_ref(call)}: {why}"
+
 
 def every_call_outcome(state: EveryCallState, episode: EpisodeView, subject: str, what: str) -> Outcome:
-    """The close verdict shared by every-call rules.
+    """The close verdict of every per-call check ("every call of X must P"), one rule for all of
+    them (``trace_args_valid``, ``trace_tool_result``, ``trace_tool_status``, ``trace_tool_duration``,
+    ``expected: args_valid`` and ``tool_output_valid``):
+
+    - ``failed`` when some call broke it;
+    - ``inconclusive`` when a call had not ended, or could not be judged, or the episode closed
+      before it finished (a later call could have broken it);
+    - ``not_applicable`` when the episode, complete, has no call to judge: the rule's condition
+      ("a call of X") never occurred, as for a conditional rule whose trigger never fired (Assay
+      reports such a check "not exercised"; only ``passed`` is a pass);
+    - ``passed`` otherwise.
 
     ``subject`` names the calls ("calls of `x`"), ``what`` the property ("ended without error").
     """
@@ -92,11 +109,12 @@ def every_call_outcome(state: EveryCallState, episode: EpisodeView, subject: str
     if state.open:
         return Outcome.inconclusive(f"{state.open} of the {subject} had not ended when the episode closed")
     if state.undecided:
-        return Outcome.inconclusive(
-            f"{state.undecided} of the {subject} could not be judged ({what}): the data was not recorded"
-        )
+        first = f"; first: {state.first_undecided}" if state.first_undecided else ""
+        return Outcome.inconclusive(f"{state.undecided} of the {subject} could not be judged ({what}){first}")
     if not episode.decidable:
         return Outcome.inconclusive(f"no violation in {state.checked} {subject} seen, but {unfinished(episode)}")
+    if not state.checked:
+        return Outcome.not_applicable(f"no {subject} in this episode, so none to judge")
     return Outcome.passed(f"all {state.checked} {subject} {what}")
 
 
@@ -111,7 +129,8 @@ class ToolStatusAssertion(Assertion):
         "Every call of `tool` (or every tool call) must end without error: its span status is not "
         "ERROR and no `error.type` was recorded. A safety rule: it fails at the offending call, when "
         "its span ends. Inconclusive when a call had not ended by the time the episode closed, or when "
-        "the episode closed before it finished (evicted, timed out, shut down)."
+        "the episode closed before it finished (evicted, timed out, shut down). Not applicable to an "
+        "episode with no call to judge."
     )
     fields = {
         **tool_fields("Only calls of this tool (exact name).", required=False),
@@ -158,7 +177,7 @@ class ToolDurationAssertion(Assertion):
         "such as \"500ms\", \"2s\", \"1m\"), measured from span start to span end. A safety rule: it "
         "fails at the offending call when its span ends. Inconclusive when a call had not ended by the "
         "time the episode closed (its duration is unknown), or when the episode closed before it "
-        "finished."
+        "finished. Not applicable to an episode with no call to judge."
     )
     fields = {
         **tool_fields("Only calls of this tool (exact name).", required=False),
@@ -223,9 +242,13 @@ class ArgsValidAssertion(Assertion):
         "Every recorded call of `tool` must have arguments valid under the JSON Schema `schema`. A "
         "safety rule: it fails at the offending call as soon as its arguments are known (at span "
         "start when the instrumentation records them then, else at span end); the message lists the "
-        "violated keywords and their bounds, not the values. Inconclusive when a call's arguments were "
-        "not recorded or could not be parsed (e.g. truncated), when a call had not ended by close, or "
-        "when the episode closed before it finished. A schema that accepts everything is refused."
+        "violated keywords and their bounds, not the values. Arguments recorded as a bare value (not "
+        "an object) are bound to the tool's single parameter when its definition was recorded "
+        "(`gen_ai.tool.definitions`, OpenInference `llm.tools` / `tool.json_schema`). Inconclusive when "
+        "a call's arguments were not recorded, could not be parsed (e.g. truncated), or were a bare "
+        "value that could not be bound while the schema names arguments; when a call had not ended by "
+        "close; or when the episode closed before it finished. Not applicable to an episode with no "
+        "call of `tool`. A schema that accepts everything is refused."
     )
     fields = {
         **tool_fields("Exact name of the tool whose calls are checked.", required=True),
@@ -244,6 +267,8 @@ class ArgsValidAssertion(Assertion):
         self.select_calls(selector or CallSelector(""))
         self.needs = frozenset((NEED_ARGUMENTS,))
         self.validator = ctx.compile_schema(self.schema, field="schema")
+        # A schema on named arguments cannot judge a bare value nobody could bind to a name.
+        self.names_arguments = schema_names_arguments(self.schema)
 
     def ineffective_reason(self) -> Optional[str]:
         if schema_is_vacuous(self.schema):
@@ -265,17 +290,22 @@ class ArgsValidAssertion(Assertion):
             message += f"; arguments: {self.show(args, EVIDENCE_ARGUMENTS)}"
         return state.fail(call, message)
 
+    def _judgeable(self, call: ToolCall) -> bool:
+        if call.arguments_state != CONTENT_OK:
+            return False
+        return call.arguments_named or not self.names_arguments
+
     def on_call_start(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
         state.open += 1
         # With content when the arguments were on the span at its start (the engine reads them then).
-        if call.arguments_state == CONTENT_OK:
+        if self._judgeable(call):
             return self._check(state, call)
         return None
 
     def on_call_end(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
         state.open = max(0, state.open - 1)  # an end whose start was not seen must not go negative
-        if call.arguments_state != CONTENT_OK:
-            state.undecided += 1
+        if not self._judgeable(call):
+            state.undecide(call, call.arguments_problem or "its arguments could not be read")
             return None
         state.checked += 1
         if call.args_at_start:
@@ -285,14 +315,7 @@ class ArgsValidAssertion(Assertion):
         return self._check(state, call)
 
     def on_close(self, state: EveryCallState, episode: EpisodeView) -> Outcome:
-        subject = calls_of(self.tool)
-        outcome = every_call_outcome(state, episode, subject, "had arguments valid under the schema")
-        if state.undecided and state.first_failure is None and not state.open:
-            outcome.message = (
-                f"{state.undecided} of the {subject} had arguments that were not recorded or could not be "
-                "parsed, so the schema could not be checked"
-            )
-        return outcome
+        return every_call_outcome(state, episode, calls_of(self.tool), "had arguments valid under the schema")
 
 
 __all__ = [

@@ -33,8 +33,9 @@ from .base import (  # noqa: F401 - call_ref is re-exported
     call_ref,
     register_expected,
 )
+from .call_checks import EveryCallState, every_call_outcome
 from .rules import HELD, INCONCLUSIVE, NOT_EXERCISED, RULE_ITEM_SCHEMA, VIOLATED, Rule, RuleEvaluation, RuleState, parse_rules
-from .schema_util import schema_is_vacuous, validation_messages
+from .schema_util import schema_is_vacuous, schema_names_arguments, validation_messages
 from .selectors import warn_tool_name
 
 E_CFG_VACUOUS = "E_CFG_VACUOUS"
@@ -421,19 +422,6 @@ class SemanticSimilarityTo(_OutputCheck):
 
 
 # -- recorded-call checks -------------------------------------------------------------------------
-class _CallCheckState:
-    """Counts for the per-call schema checks."""
-
-    __slots__ = ("started", "checked", "missing", "first_missing", "failure")
-
-    def __init__(self) -> None:
-        self.started = 0
-        self.checked = 0
-        self.missing = 0
-        self.first_missing: Optional[str] = None
-        self.failure: Optional[str] = None
-
-
 def _compile_tool_schemas(schemas: Mapping[str, Any], ctx: BuildContext, field: str,
                           shared_defs: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
@@ -461,16 +449,20 @@ _STRUCTURED_POLICY_KEYS = frozenset({"version", "name", "tools", "schemas", "all
 
 class _ToolSchemaCheck(Assertion):
     """Shared evaluation of ``args_valid`` and ``tool_output_valid``: each call of a tool with a
-    schema must validate; calls whose content was not recorded make the verdict inconclusive."""
+    schema must validate; calls whose content was not recorded make the verdict inconclusive. The
+    close verdict follows the rule every per-call check shares (``every_call_outcome``): no call of
+    a tool with a schema in a complete episode is ``not_applicable``."""
 
     kind_label = "arguments"
     violates = "violate"
+    was = "were"
     order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
     evidence_kind = EVIDENCE_ARGUMENTS
 
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
         self.schemas: Dict[str, Any] = {}
+        self._names_arguments: Dict[str, bool] = {}
 
     def _finalise(self) -> None:
         self.tools = frozenset(self.schemas)
@@ -480,13 +472,22 @@ class _ToolSchemaCheck(Assertion):
             return f"every tool schema accepts any {self.kind_label}, so the check cannot fail"
         return None
 
-    def new_state(self) -> _CallCheckState:
-        return _CallCheckState()
+    def new_state(self) -> EveryCallState:
+        return EveryCallState()
 
     def _content(self, call: ToolCall) -> "tuple[Any, str]":
         raise NotImplementedError
 
-    def _validate(self, state: _CallCheckState, call: ToolCall, value: Any) -> Optional[Failure]:
+    def _unjudgeable(self, call: ToolCall) -> Optional[str]:
+        """Why ``call``'s content cannot be checked against its schema; None when it can."""
+        value, content_state = self._content(call)
+        if content_state == CONTENT_MISSING:
+            return f"its {self.kind_label} {self.was} not recorded"
+        if content_state != CONTENT_OK:
+            return f"its {self.kind_label} {self.was} recorded but could not be parsed (truncated?)"
+        return None
+
+    def _validate(self, state: EveryCallState, call: ToolCall, value: Any) -> Optional[Failure]:
         entry = self.schemas.get(call.name)
         if entry is None:
             return None
@@ -495,35 +496,29 @@ class _ToolSchemaCheck(Assertion):
             return None
         msg = (f"`{call.name}` {self.kind_label} at {call_ref(call)} {self.violates} its schema: " + "; ".join(problems)
                + evidence_suffix(self, value, self.evidence_kind))
-        if state.failure is None:
-            state.failure = msg
-        return Failure.at(call, msg)
+        return state.fail(call, msg)
 
-    def on_call_end(self, state: _CallCheckState, call: ToolCall) -> Optional[Failure]:
+    def on_call_start(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
+        if call.name in self.schemas:
+            state.open += 1
+        return None
+
+    def on_call_end(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
         if call.name not in self.schemas:
             return None
-        state.checked += 1
-        value, content_state = self._content(call)
-        if content_state != CONTENT_OK:
-            state.missing += 1
-            if state.first_missing is None:
-                what = "not recorded" if content_state == CONTENT_MISSING else "recorded but not parsable (truncated?)"
-                state.first_missing = f"`{call.name}` {self.kind_label} at {call_ref(call)}: {what}"
+        state.open = max(0, state.open - 1)  # an end whose start was not seen must not go negative
+        why = self._unjudgeable(call)
+        if why is not None:
+            state.undecide(call, why)
             return None
+        state.checked += 1
         if self.evidence_kind == EVIDENCE_ARGUMENTS and call.args_at_start:
             return None  # judged at start, and the end carries the same arguments
-        return self._validate(state, call, value)
+        return self._validate(state, call, self._content(call)[0])
 
-    def on_close(self, state: _CallCheckState, episode: EpisodeView) -> Outcome:
-        if state.failure is not None:
-            return Outcome.failed(state.failure)
-        if state.missing:
-            return Outcome.inconclusive(f"{state.missing} call(s) could not be checked: {state.first_missing}")
-        if state.started > state.checked:
-            return Outcome.inconclusive(f"{state.started - state.checked} call(s) did not end before the episode closed")
-        if state.checked == 0:
-            return Outcome.not_applicable(f"no call of {', '.join(sorted(self.schemas))} was recorded")
-        return Outcome.passed(f"{state.checked} call(s) had valid {self.kind_label}")
+    def on_close(self, state: EveryCallState, episode: EpisodeView) -> Outcome:
+        subject = "calls of " + ", ".join(f"`{t}`" for t in sorted(self.schemas))
+        return every_call_outcome(state, episode, subject, f"had {self.kind_label} valid against its schema")
 
 
 @register_expected
@@ -568,15 +563,23 @@ class ArgsValidExpected(_ToolSchemaCheck):
         if not merged and len(ctx.errors) == errors_before:
             ctx.error(E_CFG_VACUOUS, "`args_valid` has no tool schemas, so it checks nothing", field="schema")
         self.schemas = _compile_tool_schemas(merged, ctx, "schema")
+        # A schema on named arguments cannot judge a bare value nobody could bind to a name.
+        self._names_arguments = {tool: schema_names_arguments(schema) for tool, (schema, _) in self.schemas.items()}
         self._finalise()
 
     def _content(self, call: ToolCall) -> "tuple[Any, str]":
         return call.arguments, call.arguments_state
 
-    def on_call_start(self, state: _CallCheckState, call: ToolCall) -> Optional[Failure]:
-        state.started += 1
+    def _unjudgeable(self, call: ToolCall) -> Optional[str]:
+        why = super()._unjudgeable(call)
+        if why is None and not call.arguments_named and self._names_arguments.get(call.name, True):
+            return call.arguments_problem
+        return why
+
+    def on_call_start(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
+        super().on_call_start(state, call)
         # With content when the arguments were on the span at its start (the engine reads them then).
-        if call.arguments_state == CONTENT_OK:
+        if call.name in self.schemas and self._unjudgeable(call) is None:
             return self._validate(state, call, call.arguments)
         return None
 
@@ -588,6 +591,7 @@ class ToolOutputValid(_ToolSchemaCheck):
            "entry is shared by every tool schema.")
     kind_label = "result"
     violates = "violates"
+    was = "was"
     evidence_kind = EVIDENCE_RESULT
     fields = {
         "schemas": Field(dict(TOOL_SCHEMA_MAP, minProperties=1), required=True,
@@ -606,10 +610,6 @@ class ToolOutputValid(_ToolSchemaCheck):
 
     def _content(self, call: ToolCall) -> "tuple[Any, str]":
         return call.result, call.result_state
-
-    def on_call_start(self, state: _CallCheckState, call: ToolCall) -> Optional[Failure]:
-        state.started += 1
-        return None
 
 
 @register_expected

@@ -95,7 +95,8 @@ class Operand:
     """A rule operand: a call selector whose tool may be an alias for several tools.
 
     ``match`` is three-valued: True, False, or None when the call is one of the named tools but its
-    arguments were not recorded, so an ``args_match`` cannot be decided.
+    arguments cannot be read as named arguments (not recorded, or a bare value that could not be
+    bound to the tool's parameter), so an ``args_match`` cannot be decided.
     """
 
     __slots__ = ("label", "selectors", "key")
@@ -168,7 +169,8 @@ def build_operand(spec: Any, ctx: BuildContext, field: str, aliases: Optional[Ma
 
 # -- rule kinds -----------------------------------------------------------------------------------
 def _unknown_args_note(call: ToolCall) -> str:
-    return f"the arguments of `{call.name}` at call #{call.index + 1} were not recorded, so its `args_match` could not be decided"
+    why = call.arguments_problem or "an argument it matches is too long to match within bounds"
+    return f"`{call.name}` at call #{call.index + 1}: {why}, so its `args_match` could not be decided"
 
 
 class RuleState:
@@ -433,7 +435,8 @@ class _MaxCallsState(RuleState):
         if self.count + self.unknown > limit:
             return self._eval(INCONCLUSIVE, list(self.hits),
                               f"{self.count} certain and {self.unknown} undecidable call(s) of "
-                              f"'{self.rule.operands['tool']}' against max {limit}: arguments not recorded")
+                              f"'{self.rule.operands['tool']}' against max {limit}: their arguments could not be read as named arguments "
+                              "(not recorded, or not an object)")
         return self._eval(HELD, list(self.hits))
 
 

@@ -89,6 +89,34 @@ def schema_is_vacuous(schema: Any) -> bool:
     return True
 
 
+# Keywords that read an object's members by name (or constrain an instance to be an object).
+_OBJECT_KEYWORDS = frozenset({
+    "properties", "required", "patternProperties", "additionalProperties", "dependentRequired",
+    "dependentSchemas", "dependencies", "minProperties", "maxProperties", "propertyNames",
+    "unevaluatedProperties",
+})
+
+
+def schema_names_arguments(schema: Any, _depth: int = 0) -> bool:
+    """Whether ``schema`` speaks of named arguments anywhere (``properties``, ``required``, ``type:
+    object``, ...). Such a schema cannot judge arguments that were recorded as a bare value, an
+    array or a non-JSON string: a bare ``"prod"`` satisfies ``properties: {name: {not: {const:
+    prod}}}`` vacuously. Over-approximates (any subschema counts), which only makes more calls
+    undecidable, never one passed."""
+    if _depth > _MAX_SCHEMA_DEPTH:
+        return True
+    if isinstance(schema, dict):
+        kind = schema.get("type")
+        if kind == "object" or (isinstance(kind, list) and "object" in kind):
+            return True
+        if not _OBJECT_KEYWORDS.isdisjoint(schema):
+            return True
+        return any(schema_names_arguments(v, _depth + 1) for v in schema.values() if isinstance(v, (dict, list)))
+    if isinstance(schema, list):
+        return any(schema_names_arguments(v, _depth + 1) for v in schema)
+    return False
+
+
 # Fast predicates (see schema_fast), keyed by the id of the validator they were compiled from; the
 # validator is kept in the entry so the id cannot be reused while the entry lives. Validators are
 # shared per schema by BuildContext.compile_schema, so each schema is compiled once.

@@ -6,8 +6,12 @@ expression matched against the whole name (anchored: ``delete_.*`` matches ``del
 characters or whitespace, since no call is named that way and the rule would pass forever.
 
 Semantics (Assay's ``CallSelector``): ``args_match`` is an AND over the named arguments, each regex
-searched (unanchored) in the argument's value. A missing argument, non-object arguments, or a value
-that cannot be read count as *no match*. Non-string values are matched against their JSON rendering.
+searched (unanchored) in the argument's value. A missing argument counts as *no match*; non-string
+values are matched against their JSON rendering. Arguments that are not an object of named
+arguments (a bare value, an array, a non-JSON string) are bound to the tool's single parameter when
+its definition was recorded (see :func:`spanassert.core.model.bind_arguments`); otherwise the match
+cannot be decided and the call is *undecidable* (its rule inconclusive, never passed: Assay counts
+such a call as no match, which would let ``"prod"`` pass a rule against ``{name: prod}``).
 Matching is bounded: an argument whose text is longer than :data:`MAX_MATCH_CHARS` is not matched at
 all, and the call is undecidable (its rule inconclusive). Matching a cut text would be a guess both
 ways: padding would hide a forbidden value past the cut, and a cut can make a pattern match that the
@@ -132,14 +136,25 @@ class ArgsMatch:
         return any(isinstance(p, DetectorCondition) for p in self.patterns.values())
 
     def decidable(self, call: ToolCall) -> bool:
-        """False when the arguments were not recorded, or a matched argument is longer than
+        """False when the arguments were not recorded, are not an object of named arguments (and
+        could not be bound to the tool's parameter), or a matched argument is longer than
         :data:`MAX_MATCH_CHARS` (the match cannot be decided)."""
-        if call.arguments_state == CONTENT_MISSING:
+        state = call.arguments_state
+        if state == CONTENT_MISSING:
             return False
-        if call.arguments_state == CONTENT_OK and isinstance(call.arguments, dict):
+        if state == CONTENT_OK:
             args = call.arguments
+            if not isinstance(args, dict):
+                return False
             return not any(arg in args and _too_long(args[arg]) for arg in self.patterns)
-        return True
+        return True  # recorded but unparsable: no match (the engine counts the span unreadable)
+
+    def undecidable_reason(self, call: ToolCall) -> str:
+        """Why :meth:`decidable` is False for ``call``."""
+        problem = call.arguments_problem
+        if problem is not None:
+            return problem
+        return f"an argument it matches is longer than {MAX_MATCH_CHARS} characters"
 
     def matches(self, call: ToolCall) -> bool:
         if call.arguments_state != CONTENT_OK:

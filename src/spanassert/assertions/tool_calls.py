@@ -22,17 +22,19 @@ from .call_checks import call_ref, unfinished, wants_evidence
 from .selectors import ARGS_MATCH_SCHEMA, ArgsMatch, CallSelector, tool_fields, tool_selector
 _ARGS_MATCH_RULE = (
     "`{argument: regex}`, every regex searched (unanchored) in that argument's value (non-strings as "
-    "JSON); a missing argument is no match."
+    "JSON); a missing argument is no match. Arguments recorded as a bare value are bound to the "
+    "tool's single parameter when its definition was recorded; otherwise the call is undecidable."
 )
 
 
 class MustCallState:
-    __slots__ = ("count", "open", "undecided")
+    __slots__ = ("count", "open", "undecided", "first_undecided")
 
     def __init__(self) -> None:
         self.count = 0  # calls that matched
         self.open = 0  # name-matching calls whose arguments are still to come (args_match only)
-        self.undecided = 0  # name-matching calls whose arguments were never recorded
+        self.undecided = 0  # name-matching calls whose arguments could not be matched
+        self.first_undecided: Optional[str] = None  # the first such call, and why
 
 
 @register
@@ -90,7 +92,7 @@ class MustCallToolAssertion(Assertion):
             return None
         state.open = max(0, state.open - 1)  # an end whose start was not seen must not go negative
         if not self.selector.decidable(call):
-            state.undecided += 1
+            _undecided(state, self.selector, call)
         elif self.selector.matches(call):
             state.count += 1
         return None
@@ -104,20 +106,27 @@ class MustCallToolAssertion(Assertion):
             return Outcome.inconclusive(f"{seen}, but {unfinished(episode)}")
         unknown = state.undecided + state.open
         if unknown and state.count + unknown >= self.min_calls:
+            why = f" (first: {state.first_undecided})" if state.first_undecided else ""
             return Outcome.inconclusive(
-                f"{seen}; {unknown} more call(s) of `{self.tool}` had arguments that were not recorded, "
-                "so whether they match could not be decided"
+                f"{seen}; whether {unknown} more call(s) of `{self.tool}` match could not be decided{why}"
             )
         return Outcome.failed(seen)
 
 
 class MustNotCallState:
-    __slots__ = ("first_failure", "open", "undecided")
+    __slots__ = ("first_failure", "open", "undecided", "first_undecided")
 
     def __init__(self) -> None:
         self.first_failure: Optional[str] = None
         self.open = 0  # name-matching calls started, not ended (args_match only)
-        self.undecided = 0  # name-matching calls whose arguments were never recorded
+        self.undecided = 0  # name-matching calls whose arguments could not be matched
+        self.first_undecided: Optional[str] = None  # the first such call, and why
+
+
+def _undecided(state: Any, selector: CallSelector, call: ToolCall) -> None:
+    state.undecided += 1
+    if state.first_undecided is None and selector.args_match is not None:
+        state.first_undecided = f"{call_ref(call)}: {selector.args_match.undecidable_reason(call)}"
 
 
 @register
@@ -185,7 +194,7 @@ class MustNotCallToolAssertion(Assertion):
             return None
         state.open = max(0, state.open - 1)  # an end whose start was not seen must not go negative
         if not self.selector.decidable(call):
-            state.undecided += 1
+            _undecided(state, self.selector, call)
             return None
         # Judged again at end: the end may carry the arguments. One failure per span is reported.
         if self.selector.matches(call):
@@ -197,9 +206,9 @@ class MustNotCallToolAssertion(Assertion):
         if state.first_failure is not None:
             return Outcome.failed(f"`{what}` called at {state.first_failure}; it must not be called")
         if state.undecided:
+            why = f" (first: {state.first_undecided})" if state.first_undecided else ""
             return Outcome.inconclusive(
-                f"{state.undecided} call(s) of `{self.tool}` had arguments that were not recorded, so "
-                f"whether they are `{what}` could not be decided"
+                f"whether {state.undecided} call(s) of `{self.tool}` are `{what}` could not be decided{why}"
             )
         if state.open:
             return Outcome.inconclusive(f"{state.open} call(s) of `{self.tool}` had not ended when the episode closed")

@@ -42,7 +42,8 @@ class ToolResultAssertion(Assertion):
         "fails at the offending call when its span ends, listing every line that failed there "
         "(observed values shown only with `evidence: result`). Inconclusive when a line needs data "
         "that was not recorded (no result, a truncated result, no numeric status in it), when a call "
-        "had not ended by close, or when the episode closed before it finished."
+        "had not ended by close, or when the episode closed before it finished. Not applicable to an "
+        "episode with no call of `tool`."
     )
     fields = {
         **tool_fields("Exact name of the tool whose results are checked.", required=True),
@@ -98,7 +99,7 @@ class ToolResultAssertion(Assertion):
                 "assertion(s): " + "; ".join(failed),
             )
         if undecided:
-            state.undecided += 1
+            state.undecide(call, "a line reads data its result did not record")
         else:
             state.checked += 1
         return None

@@ -23,6 +23,7 @@ from ..config.model import Config, TestCase, require_runnable
 from ..mapping import ROLE_AGENT, ROLE_OTHER, ROLE_STEP, ROLE_TOOL, Mapper
 from ..mapping.usage import has_usage, step_usage
 from .model import (
+    CONTENT_OK,
     CONTENT_UNPARSABLE,
     STATUS_ERROR,
     STATUS_OK,
@@ -55,6 +56,8 @@ OVERFLOW_RESULT_TRUNCATED = "result_truncated"  # a tool result cut to max_argum
 INCOMPLETE_ROOT_NOT_SEEN = "root not seen"
 OUT_OF_ORDER = "calls arrived after the episode closed, before calls already judged (order unknown)"
 _MAX_SEEN_IDS = 1024  # span ids an episode remembers for late parts (past it: parents unknown)
+
+MAX_TOOL_DEFINITIONS = 256  # tools whose parameter names one episode remembers
 
 
 class Sink:
@@ -143,7 +146,8 @@ class _Plan:
     that a call touches only the rules that can apply to it."""
 
     __slots__ = ("slots", "by_tool", "any_tool", "step_slots", "step_end_slots", "time_slots", "excluded",
-                 "_tool_plans", "_other_tools", "_pattern_slots")
+                 "_tool_plans", "_other_tools", "_pattern_slots",
+                 "reads_args")
 
     def __init__(self, slots: List[_Slot], excluded: List[TestCase]) -> None:
         self.slots = slots
@@ -181,6 +185,8 @@ class _Plan:
         self.time_slots: Tuple[int, ...] = tuple(times)
         self._tool_plans: Dict[str, _ToolPlan] = {t: _ToolPlan(slots, v) for t, v in self.by_tool.items()}
         self._other_tools = _ToolPlan(slots, self.any_tool)
+        # Whether some rule reads arguments: only then are tool definitions read off spans.
+        self.reads_args = any(NEED_ARGUMENTS in s.assertion.needs for s in slots)
 
     def tool_plan(self, name: str) -> _ToolPlan:
         plan = self._tool_plans.get(name)
@@ -226,6 +232,7 @@ class Episode:
         "seen",
         "last_call_ns",
         "reopened",
+        "tool_params",
     )
 
     def __init__(self, key: str, trace_id: str, plan: _Plan, now_ns: int) -> None:
@@ -266,6 +273,11 @@ class Episode:
         self.seen: Optional[Set[str]] = set()
         self.last_call_ns = 0  # the latest start of a call judged so far
         self.reopened = False  # closed once, and went on (another local root, a late part)
+        # Tool name -> parameter names, from the tool definitions recorded on the spans of this
+        # episode that have ended (model steps, agents): what binds a bare-value argument to its
+        # parameter name. Read at span end only, so that live and replay learn them at the same
+        # point; bounded by MAX_TOOL_DEFINITIONS.
+        self.tool_params: Optional[Dict[str, Tuple[str, ...]]] = None
 
     def state(self, slot: _Slot) -> Any:
         st = self.states[slot.index]
@@ -476,8 +488,12 @@ class Engine:
                 if ep.inner_usage is None:
                     ep.inner_usage = {}
                 ep.inner_usage[parent_id] = step_usage(attributes)
+            if ep.plan.reads_args:
+                self._learn_tools(ep, attributes)  # a provider's model span inside a framework's
         elif role is None:
             role = self.mapper.role(name, attributes)
+        if (role == ROLE_STEP or role == ROLE_AGENT) and ep.plan.reads_args:
+            self._learn_tools(ep, attributes)
         if role == ROLE_TOOL:
             if call is None:
                 tool, call_id = self.mapper.tool_start(name, attributes)
@@ -728,6 +744,18 @@ class Engine:
         ep.absorbed.add(span_id)
 
     # -- calls and steps ----------------------------------------------------------------------------
+    def _learn_tools(self, ep: Episode, attributes: Mapping[str, Any]) -> None:
+        """Remember the tool definitions an ending model step or agent span recorded."""
+        found = self.mapper.tool_definitions(attributes)
+        if not found:
+            return
+        known = ep.tool_params
+        if known is None:
+            known = ep.tool_params = {}
+        for tool, params in found.items():
+            if tool in known or len(known) < MAX_TOOL_DEFINITIONS:
+                known[tool] = params  # the latest definition wins, in live and replay alike
+
     def _start_call(self, ep: Episode, tool: str, trace_id: str, span_id: str, parent_id: Optional[str],
                     start_ns: int, agent: Optional[str], call_id: Optional[str],
                     attributes: Optional[Mapping[str, Any]] = None) -> ToolCall:
@@ -749,6 +777,8 @@ class Engine:
             if args_raw is not None and type(args_raw) is str and len(args_raw) > self.max_arg_bytes:
                 args_raw = None  # too large: the end reports it as unreadable
         call = ToolCall(tool, span_id, trace_id, parent_id, start_ns, view.call_count, agent, call_id, args_raw)
+        if ep.tool_params is not None:
+            call.params = ep.tool_params.get(tool)  # before anything decodes the arguments
         if args_raw is not None:
             call.args_at_start = True
         view.call_count += 1
@@ -776,7 +806,8 @@ class Engine:
         if not tp.targets:
             return  # no rule reads this tool's calls: their content is never looked at
         cut = self.truncated_results
-        unreadable = self._finish_call(tp, call, attributes, end_ns, status_code, events)
+        unreadable = self._finish_call(tp, call, attributes, end_ns, status_code, events,
+                                       ep.tool_params.get(call.name) if ep.tool_params is not None else None)
         if unreadable is not None:
             self._unreadable(ep, unreadable, call.name)
         if self.truncated_results != cut:
@@ -798,9 +829,10 @@ class Engine:
                 self._fail(ep, plan.slots[i], f, call.span_id)
 
     def _finish_call(self, tp: _ToolPlan, call: ToolCall, attributes: Mapping[str, Any],
-                     end_ns: int, status_code: int, events: Sequence[Any]) -> Optional[str]:
+                     end_ns: int, status_code: int, events: Sequence[Any],
+                     params: Optional[Tuple[str, ...]] = None) -> Optional[str]:
         """Give a call its content (what the rules in ``tp`` read of it); returns why it is
-        unreadable, if so."""
+        unreadable, if so. ``params``: the tool's parameter names as the episode knows them now."""
         unreadable: Optional[str] = None
         args_raw, result_raw, error_type = self.mapper.call_end(
             attributes, events, status_code, tp.needs_args, tp.needs_result)
@@ -819,6 +851,12 @@ class Engine:
             call._args_state = CONTENT_UNPARSABLE  # recorded, but not kept: undecidable
         elif (args_raw is not None or call.args_at_start) and call.arguments_state == CONTENT_UNPARSABLE:
             unreadable = UNREADABLE_ARGUMENTS
+        if tp.needs_args and call.arguments_state == CONTENT_OK and (
+                call.arguments_bound or not call.arguments_named):
+            # Recorded as a bare value: bind it to the tool's parameter, by the definition on the
+            # tool span itself, else by the one the episode knows (the same ones live and replay).
+            own = self.mapper.declared_parameters(call.name, attributes)
+            call.set_params(own if own is not None else (params if params is not None else call.params))
         return unreadable
 
     # -- early check (receiver) -----------------------------------------------------------------------
@@ -1146,7 +1184,8 @@ class Engine:
                     out.append(v)
         if safety:
             reason = self._finish_call(_ToolPlan(plan.slots, tuple(safety)), call, attributes, end_ns,
-                                       status_code, events)
+                                       status_code, events,
+                                       ep.tool_params.get(tool) if ep.tool_params is not None else None)
             if reason is not None:
                 self.sink.unreadable(reason, call.name)
             for i in safety:

@@ -135,12 +135,51 @@ def decode_content(raw: Any) -> Tuple[Any, str]:
     return raw, CONTENT_OK
 
 
+def bind_arguments(value: Any, params: Optional[Tuple[str, ...]]) -> Any:
+    """Recorded arguments that are not an object, as the object of named arguments they stand for,
+    or None when that cannot be known.
+
+    Some instrumentations record a one-parameter tool's input as the bare value (OpenInference's
+    LangChain instrumentation writes ``"prod"``, not ``{"name": "prod"}``). When the tool's
+    definition was recorded (``params``: its parameter names) and names exactly one parameter, the
+    value is bound to it; a tool defined with no parameter binds an empty or null input to ``{}``.
+    Otherwise (no definition, several parameters) nobody can say which argument the value is.
+    """
+    if params is None:
+        return None
+    if len(params) == 1:
+        return {params[0]: value}
+    if not params and (value is None or value == ""):
+        return {}
+    return None
+
+
+def _shape(value: Any) -> str:
+    if isinstance(value, str):
+        return "a bare string"
+    if isinstance(value, list):
+        return "an array"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a bare boolean"
+    if isinstance(value, (int, float)):
+        return "a bare number"
+    return f"a bare {type(value).__name__}"
+
+
 class ToolCall:
     """One tool invocation in an episode.
 
     Its *position* (``index``, ``start_ns``, ``name``, ``agent``) is known when the span starts; its
     *content* (arguments, result, status, duration) when it ends (``ended`` is then True). Arguments
     and results are decoded lazily, the first time a rule asks for them.
+
+    ``params`` holds the tool's parameter names when its definition was recorded (on the tool span,
+    or on the model step or agent span that offered the tool); arguments recorded as a bare value
+    are then bound to the single parameter (:func:`bind_arguments`). ``arguments_named`` says
+    whether the arguments are an object of named arguments; rules on a named argument cannot judge a
+    call for which it is False (``arguments_problem`` says why).
     """
 
     __slots__ = (
@@ -163,6 +202,8 @@ class ToolCall:
         "_result",
         "_result_state",
         "args_at_start",
+        "params",
+        "_args_bound",
     )
 
     def __init__(
@@ -198,6 +239,8 @@ class ToolCall:
         # The arguments were on the span when it started (and rules judged them then); stays True
         # when the end carries the same arguments, so they are neither decoded nor judged twice.
         self.args_at_start = False
+        self.params: Optional[Tuple[str, ...]] = None
+        self._args_bound = False
 
     def finish(
         self,
@@ -222,18 +265,65 @@ class ToolCall:
         self.ended = True
 
     # -- content, decoded on demand -------------------------------------------------------------
+    def _decode_arguments(self) -> None:
+        value, state = decode_content(self._args_raw)
+        bound = None
+        if state == CONTENT_OK and not isinstance(value, dict):
+            bound = bind_arguments(value, self.params)
+        self._args_bound = bound is not None
+        self._args, self._args_state = (bound if bound is not None else value), state
+
+    def set_params(self, params: Optional[Tuple[str, ...]]) -> None:
+        """The tool's recorded parameter names (None: unknown); arguments are bound again."""
+        if params == self.params:
+            return
+        self.params = params
+        if self._args_state == CONTENT_OK and (self._args_bound or not isinstance(self._args, dict)):
+            self._args_state = None  # decoded again, lazily, with the new parameter names
+            # Bound differently from what the rules saw at the call's start: they judge it again.
+            self.args_at_start = False
+
     @property
     def arguments(self) -> Any:
-        """Parsed arguments, or MISSING when not recorded (or not decodable)."""
+        """Parsed arguments (bound to the tool's parameter when recorded as a bare value and the
+        tool's definition allows it), or MISSING when not recorded (or not decodable)."""
         if self._args_state is None:
-            self._args, self._args_state = decode_content(self._args_raw)
+            self._decode_arguments()
         return self._args if self._args_state == CONTENT_OK else MISSING
 
     @property
     def arguments_state(self) -> str:
         if self._args_state is None:
-            self._args, self._args_state = decode_content(self._args_raw)
-        return self._args_state
+            self._decode_arguments()
+        return self._args_state  # type: ignore[return-value]
+
+    @property
+    def arguments_named(self) -> bool:
+        """Whether the arguments are an object of named arguments (as recorded, or bound)."""
+        return self.arguments_state == CONTENT_OK and isinstance(self._args, dict)
+
+    @property
+    def arguments_bound(self) -> bool:
+        """Whether the arguments were recorded as a bare value and bound to the tool's parameter."""
+        return self.arguments_state == CONTENT_OK and self._args_bound
+
+    @property
+    def arguments_problem(self) -> Optional[str]:
+        """Why a rule on a named argument cannot judge this call; None when it can."""
+        state = self.arguments_state
+        if state == CONTENT_MISSING:
+            return "its arguments were not recorded"
+        if state != CONTENT_OK:
+            return "its arguments were recorded but could not be parsed (truncated?)"
+        if isinstance(self._args, dict):
+            return None
+        shape = _shape(self._args)
+        if self.params is None:
+            why = ("the tool's definition (its parameter names) was not recorded on the span or on the model "
+                   "step that chose it")
+        else:
+            why = f"the tool's recorded definition has {len(self.params)} parameters, not one"
+        return f"its arguments were recorded as {shape}, not an object of named arguments, and {why}"
 
     @property
     def result(self) -> Any:

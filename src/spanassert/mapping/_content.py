@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 # Keys of the wrapper the Traceloop LangChain callback writes around a tool's input / output.
 _LANGCHAIN_INPUT_KEYS = frozenset(("input_str", "tags", "metadata", "inputs", "kwargs"))
@@ -230,3 +230,81 @@ def entity_output_text(value: Any) -> Optional[str]:
                 inner = _langchain_message_content(parsed[key])
                 return inner if isinstance(inner, str) else as_text(inner)
     return as_text(value)
+
+
+# -- tool definitions (which parameters a tool takes) ---------------------------------------------
+# Bounds: definitions are read from hostile spans.
+MAX_DEFINITION_CHARS = 256 * 1024  # a definitions value longer than this is not parsed
+MAX_DEFINITIONS = 128  # tools read from one value
+# JSON Schema keywords: a `tool.parameters` object holding one of these is a schema, not a map of
+# parameter name -> type.
+_SCHEMA_WORDS = frozenset(("type", "properties", "$schema", "required", "additionalProperties", "$ref",
+                           "anyOf", "oneOf", "allOf", "$defs", "definitions", "title", "description"))
+
+
+def _parsed(value: Any) -> Any:
+    if isinstance(value, (str, bytes, bytearray)) and len(value) > MAX_DEFINITION_CHARS:
+        return None
+    return parse_json(value)
+
+
+def schema_parameters(schema: Any) -> Optional[Tuple[str, ...]]:
+    """The parameter names a tool's parameter schema declares: the keys of its ``properties``; ``()``
+    for an object schema without properties; None when it is not a schema of named parameters."""
+    if not isinstance(schema, Mapping):
+        return None
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping):
+        return tuple(str(k) for k in properties)
+    if schema.get("type") == "object" or not schema:
+        return ()
+    return None
+
+
+def _definition(item: Any) -> Optional[Tuple[str, Optional[Tuple[str, ...]]]]:
+    """``(tool name, parameter names)`` of one definition, in the shapes instrumentations record:
+    ``{"type": "function", "name", "parameters"}`` (OTel GenAI), OpenAI's ``{"type": "function",
+    "function": {"name", "parameters"}}`` (OpenInference ``llm.tools``), Anthropic's and MCP's
+    ``{"name", "input_schema" | "inputSchema"}``."""
+    item = _parsed(item) if isinstance(item, (str, bytes, bytearray)) else item
+    if not isinstance(item, Mapping):
+        return None
+    inner = item.get("function")
+    source = inner if isinstance(inner, Mapping) else item
+    name = source.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    for key in ("parameters", "input_schema", "inputSchema", "json_schema"):
+        if key in source:
+            return name, schema_parameters(_parsed(source[key]) if isinstance(source[key], str) else source[key])
+    return name, None
+
+
+def tool_definitions(value: Any) -> Dict[str, Tuple[str, ...]]:
+    """``{tool name: parameter names}`` from a recorded list of tool definitions (a JSON string, a
+    structured list, a list of JSON strings, or one definition). Tools whose parameters the
+    definition does not show are left out."""
+    parsed = _parsed(value) if isinstance(value, (str, bytes, bytearray)) else plain(value)
+    if isinstance(parsed, Mapping):
+        parsed = [parsed]
+    out: Dict[str, Tuple[str, ...]] = {}
+    if not isinstance(parsed, list):
+        return out
+    for item in parsed[:MAX_DEFINITIONS]:
+        found = _definition(item)
+        if found is not None and found[1] is not None:
+            out[found[0]] = found[1]
+    return out
+
+
+def declared_parameters(value: Any) -> Optional[Tuple[str, ...]]:
+    """OpenInference ``tool.parameters`` on a tool span: a parameter schema, or a simple map of
+    parameter name -> type (``{"order_id": "str"}``). None when it is neither."""
+    parsed = _parsed(value)
+    if not isinstance(parsed, Mapping):
+        return None
+    if not _SCHEMA_WORDS.isdisjoint(parsed):
+        return schema_parameters(parsed)
+    if len(parsed) <= MAX_DEFINITIONS and all(isinstance(v, (str, Mapping)) for v in parsed.values()):
+        return tuple(str(k) for k in parsed)
+    return None

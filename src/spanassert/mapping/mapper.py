@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gc
 from types import MappingProxyType
-from typing import Any, Callable, FrozenSet, Iterable, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterable, Mapping, Optional, Sequence, Tuple
 
 from ..config.model import MappingRule
 from . import _content as content
@@ -30,6 +30,7 @@ GENAI_WORKFLOW_NAME = "gen_ai.workflow.name"
 GENAI_OUTPUT_MESSAGES = "gen_ai.output.messages"
 GENAI_INPUT_MESSAGES = "gen_ai.input.messages"
 GENAI_CONVERSATION = "gen_ai.conversation.id"
+GENAI_TOOL_DEFINITIONS = "gen_ai.tool.definitions"
 ERROR_TYPE = "error.type"
 MCP_METHOD = "mcp.method.name"
 MCP_SESSION = "mcp.session.id"
@@ -41,6 +42,10 @@ OI_INPUT = "input.value"
 OI_OUTPUT = "output.value"
 OI_AGENT_NAME = "agent.name"
 OI_SESSION = "session.id"
+OI_TOOL_JSON_SCHEMA = "tool.json_schema"
+OI_TOOL_PARAMETERS = "tool.parameters"
+OI_LLM_TOOLS_PREFIX = "llm.tools."  # llm.tools.<i>.tool.json_schema (flattened)
+OI_LLM_TOOLS_SUFFIX = ".tool.json_schema"
 # OpenLLMetry / Traceloop
 TL_KIND = "traceloop.span.kind"
 TL_ENTITY_NAME = "traceloop.entity.name"
@@ -408,6 +413,51 @@ class Mapper:
         # Strands reports a tool that returned an error result by status, not by exception.
         if get(STRANDS_TOOL_STATUS) == "error":
             return ERROR_OTHER
+        return None
+
+    # -- tool definitions -------------------------------------------------------------------------
+    def tool_definitions(self, attributes: Mapping[str, Any]) -> Optional[Dict[str, Tuple[str, ...]]]:
+        """``{tool: parameter names}`` from the tool definitions a span recorded (a model step or an
+        agent that offered tools): ``gen_ai.tool.definitions``, OpenInference's flattened
+        ``llm.tools.<i>.tool.json_schema``. None when it recorded none."""
+        get = lookup(attributes)
+        found: Optional[Dict[str, Tuple[str, ...]]] = None
+        value = get(GENAI_TOOL_DEFINITIONS)
+        if value is not None:
+            found = content.tool_definitions(value)
+        if get(OI_KIND) is not None:
+            listed = []
+            for key, value in attributes.items():
+                if key.startswith(OI_LLM_TOOLS_PREFIX) and key.endswith(OI_LLM_TOOLS_SUFFIX):
+                    listed.append(value)
+                    if len(listed) >= content.MAX_DEFINITIONS:
+                        break
+            if listed:
+                found = dict(found or {})
+                found.update(content.tool_definitions(listed))
+        return found or None
+
+    def declared_parameters(self, tool: str, attributes: Mapping[str, Any]) -> Optional[Tuple[str, ...]]:
+        """The parameter names a tool span records for its own tool (its definition in
+        ``gen_ai.tool.definitions``, OpenInference ``tool.json_schema`` / ``tool.parameters``), or
+        None when it records none."""
+        get = lookup(attributes)
+        definitions = self.tool_definitions(attributes)
+        if definitions and tool in definitions:
+            return definitions[tool]
+        value = get(OI_TOOL_JSON_SCHEMA)
+        if value is not None:
+            defined = content.tool_definitions(value)
+            found = defined.get(tool)
+            if found is None and len(defined) == 1:
+                found = next(iter(defined.values()))  # the span's own tool, under another name
+            if found is None:
+                found = content.schema_parameters(content.parse_json(value))
+            if found is not None:
+                return found
+        value = get(OI_TOOL_PARAMETERS)
+        if value is not None:
+            return content.declared_parameters(value)
         return None
 
     # -- agent spans --------------------------------------------------------------------------
