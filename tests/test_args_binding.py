@@ -26,7 +26,7 @@ from otlp_file_exporter import FileSpanExporter
 
 from spanassert import AssertionSpanProcessor, Trace, Undecidable, check
 from spanassert.config import load_config
-from spanassert.results import EpisodeResult
+from spanassert.core.results import EpisodeResult
 
 RULES = """\
 version: 1

@@ -18,7 +18,7 @@ from replay_episodes import write_episodes
 
 from spanassert import AssertionSpanProcessor
 from spanassert.config import load_config
-from spanassert.results import EpisodeResult
+from spanassert.core.results import EpisodeResult
 
 RULES = """\
 version: 1
