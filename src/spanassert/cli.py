@@ -51,10 +51,13 @@ def add_validate_command(sub: Any) -> None:
     add_verbose_option(p)
     p.add_argument("--allow-ineffective-assertions", action="store_true",
                    help="keep assertions that cannot fail, reporting them as warnings")
+    p.add_argument("--untrusted", action="store_true",
+                   help="the file's author is not trusted (e.g. a pull request): import nothing it names "
+                        "(settings.embedder is refused) and read no file outside its folder (see SECURITY.md)")
     p.set_defaults(func=run_validate)
 
 
-def validate_file(path: str, *, allow_ineffective_assertions: bool = False) -> Dict[str, Any]:
+def validate_file(path: str, *, allow_ineffective_assertions: bool = False, untrusted: bool = False) -> Dict[str, Any]:
     """One file's validation result, in the shape of the JSON report's ``files`` entries."""
     from .config import ConfigError, load_config, unit_result_line
 
@@ -62,7 +65,7 @@ def validate_file(path: str, *, allow_ineffective_assertions: bool = False) -> D
     unit_results: List[Dict[str, Any]] = []
     config_error = False
     try:
-        config = load_config(Path(path), allow_ineffective_assertions=allow_ineffective_assertions)
+        config = load_config(Path(path), allow_ineffective_assertions=allow_ineffective_assertions, untrusted=untrusted)
     except ConfigError as exc:
         diagnostics = exc.diagnostics
         config_error = any(d.severity == "error" for d in diagnostics) or not diagnostics
@@ -94,7 +97,8 @@ def run_validate(args: argparse.Namespace) -> int:
     log = logging.getLogger("spanassert.validate")
     results = []
     for f in args.files:
-        results.append(validate_file(f, allow_ineffective_assertions=args.allow_ineffective_assertions))
+        results.append(validate_file(f, allow_ineffective_assertions=args.allow_ineffective_assertions,
+                                     untrusted=args.untrusted))
         log.debug("%s: exit %d, %d diagnostic(s), %d unit-test form(s)", f, results[-1]["exit_code"],
                   len(results[-1]["diagnostics"]), len(results[-1]["unit_results"]))
     exit_code = max((r["exit_code"] for r in results), default=EXIT_OK)

@@ -214,6 +214,8 @@ class BuildContext:
         self.evidence_key = evidence_key
         self.base_dir = base_dir
         self.settings: Dict[str, Any] = {}
+        # An untrusted rules file (see config.load_config): nothing outside its folder is read.
+        self.untrusted = False
 
     def error(self, code: str, message: str, *, field: Optional[str] = None, hint: Optional[str] = None,
               at_key: bool = False) -> None:

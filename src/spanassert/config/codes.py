@@ -27,7 +27,8 @@ E_CFG_UNKNOWN_TYPE = "E_CFG_UNKNOWN_TYPE"
 E_CFG_EXPECTED = "E_CFG_EXPECTED"
 E_CFG_EXPECTED_MULTIPLE = "E_CFG_EXPECTED_MULTIPLE"
 E_CFG_EMBEDDER = "E_CFG_EMBEDDER"
-E_CFG_SCHEMA_REF = "E_CFG_SCHEMA_REF"  # raised in assertions.base.BuildContext.compile_schema
+E_CFG_SCHEMA_REF = "E_CFG_SCHEMA_REF"
+E_CFG_UNTRUSTED = "E_CFG_UNTRUSTED"  # also raised in assertions.expected.load_policy_file  # raised in assertions.base.BuildContext.compile_schema
 E_ASSERT_INEFFECTIVE = "E_ASSERT_INEFFECTIVE"
 E_ASSERT_BUILD = "E_ASSERT_BUILD"
 E_INTERNAL = "E_INTERNAL"
@@ -60,6 +61,7 @@ DESCRIPTIONS: Dict[str, str] = {
     E_CFG_EXPECTED_MULTIPLE: "an `expected:` list with two or more entries",
     E_CFG_EMBEDDER: "`settings.embedder` cannot be imported or called",
     E_CFG_SCHEMA_REF: "a schema `$ref` that does not resolve within its own schema (nothing is fetched)",
+    E_CFG_UNTRUSTED: "an untrusted rules file names code to import or a file outside its folder",
     E_ASSERT_INEFFECTIVE: "an assertion that cannot fail",
     E_ASSERT_BUILD: "an assertion type raised while being built or evaluated",
     E_INTERNAL: "a bug in spanassert; please report it",

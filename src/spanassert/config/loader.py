@@ -42,12 +42,20 @@ ORIGIN_ASSERTIONS = "assertions"
 
 
 
-def load_config(path_or_text: Any, *, allow_ineffective_assertions: bool = False) -> Config:
+def load_config(path_or_text: Any, *, allow_ineffective_assertions: bool = False,
+                untrusted: bool = False) -> Config:
     """Load and validate a rules file (a path, or YAML text containing a newline).
 
     Raises :class:`ConfigError` listing every problem found. Warnings (and, with
     ``allow_ineffective_assertions``, the checks that cannot fail) are kept in
     ``Config.diagnostics``.
+
+    A rules file is code: ``settings.embedder`` names a Python function that is imported, and
+    policy files are read from disk. ``untrusted=True`` loads a file nobody vouches for (e.g. one
+    from a pull request) without importing or reading anything beyond it: ``settings.embedder`` is
+    refused (``E_CFG_UNTRUSTED``) instead of imported, and so is a policy file outside the rules
+    file's folder (an absolute path, ``..``, or a symbolic link leading out). Schema ``$ref``s never
+    fetch anything, trusted or not. See SECURITY.md.
     """
     from .. import assertions  # noqa: F401 - importing the package registers every assertion type
 
@@ -59,7 +67,7 @@ def load_config(path_or_text: Any, *, allow_ineffective_assertions: bool = False
     except Exception as exc:  # noqa: BLE001 - a reader bug must still come out as a diagnostic
         raise ConfigError([_internal(exc, None)]) from None
 
-    loader = _Loader(document, allow_ineffective_assertions=allow_ineffective_assertions)
+    loader = _Loader(document, allow_ineffective_assertions=allow_ineffective_assertions, untrusted=untrusted)
     config: Optional[Config]
     try:
         config = loader.load()
@@ -259,10 +267,11 @@ def value_problem(schema: Mapping[str, Any], value: Any, label: str
 
 # -- the walk ---------------------------------------------------------------------------------------
 class _Loader:
-    def __init__(self, document: Document, *, allow_ineffective_assertions: bool) -> None:
+    def __init__(self, document: Document, *, allow_ineffective_assertions: bool, untrusted: bool = False) -> None:
         self.doc = document
         self.report = Reporter(document)
         self.allow_ineffective = allow_ineffective_assertions
+        self.untrusted = untrusted
         self.settings = Settings()
         self.embedder: Optional[Callable[..., Any]] = None
 
@@ -370,7 +379,16 @@ class _Loader:
         if value is None:
             return Settings()
         embedder_ref = value.get("embedder") if isinstance(value.get("embedder"), str) else None
-        if embedder_ref and _is_valid(SETTINGS_FIELDS["embedder"], embedder_ref):
+        if embedder_ref and self.untrusted:
+            self.report.error(
+                codes.E_CFG_UNTRUSTED,
+                f"`settings.embedder: {_short(embedder_ref)}` names Python code to import, which an untrusted "
+                "rules file may not do (importing a module runs it)", path + ("embedder",),
+                hint="load the file as trusted only if you trust its author (see SECURITY.md), or drop "
+                     "the embedder and the `semantic_similarity_to` checks that need it",
+            )
+            embedder_ref = None
+        elif embedder_ref and _is_valid(SETTINGS_FIELDS["embedder"], embedder_ref):
             self.embedder = self.import_embedder(embedder_ref, path + ("embedder",))
         evidence_key: Optional[bytes] = None
         env_name = value.get("evidence_key_env")
@@ -673,6 +691,7 @@ class _Loader:
             self.report, path, type_name=type_name, origin=origin, evidence_key=self.settings.evidence_key,
             base_dir=self.doc.base_dir, settings=self.build_settings(),
         )
+        ctx.untrusted = self.untrusted
         try:
             assertion = cls(test_id, index, values, ctx)
         except Exception as exc:  # noqa: BLE001 - a faulty type must not crash the loader

@@ -58,6 +58,9 @@ def add_replay_command(sub: Any) -> None:
     p.add_argument("--baseline-config", metavar="OLD_RULES",
                    help="also judge the same spans with OLD_RULES and list the episodes whose verdicts differ; "
                         "the exit code follows --config")
+    p.add_argument("--untrusted", action="store_true",
+                   help="the rules files' authors are not trusted (e.g. a pull request): import nothing they "
+                        "name (settings.embedder is refused) and read no file outside their folders (see SECURITY.md)")
     p.add_argument("--settle-spans", type=_positive_int, default=DEFAULT_SETTLE_SPANS, metavar="N",
                    help=f"spans read after a trace's root before the trace is judged complete "
                         f"(default {DEFAULT_SETTLE_SPANS}); raise it when one trace's spans are far apart in the input")
@@ -171,7 +174,7 @@ class _Progress:
             sys.stderr.flush()
 
 
-def _load(path: str, option: str, allow_ineffective: bool) -> Any:
+def _load(path: str, option: str, allow_ineffective: bool, untrusted: bool = False) -> Any:
     """The config, or None after printing every problem (the caller exits 2)."""
     from ..config import load_config
     from ..core.model import ConfigError
@@ -180,7 +183,7 @@ def _load(path: str, option: str, allow_ineffective: bool) -> Any:
         _error(f"{option} {path}: no such file; pass the path of a rules file")
         return None
     try:
-        return load_config(path, allow_ineffective_assertions=allow_ineffective)
+        return load_config(path, allow_ineffective_assertions=allow_ineffective, untrusted=untrusted)
     except ConfigError as exc:
         err = _stream(sys.stderr)
         for d in exc.diagnostics:
@@ -243,7 +246,7 @@ def _run(args: argparse.Namespace) -> int:
     from ..report import baseline_diff, render_junit, render_sarif, render_text, report_document
     from .driver import replay_paths
 
-    config = _load(args.config, "--config", args.allow_ineffective_assertions)
+    config = _load(args.config, "--config", args.allow_ineffective_assertions, args.untrusted)
     if config is None:
         return EXIT_ERROR
     config = _select(config, args.tests, args.tags, "--config")
@@ -256,7 +259,7 @@ def _run(args: argparse.Namespace) -> int:
               ", ".join(t.id for t in config.tests))
     configs: List[Any] = [config]
     if args.baseline_config:
-        old = _load(args.baseline_config, "--baseline-config", True)
+        old = _load(args.baseline_config, "--baseline-config", True, args.untrusted)
         if old is None:
             return EXIT_ERROR
         if args.tests or args.tags:
