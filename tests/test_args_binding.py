@@ -191,3 +191,56 @@ def test_check_and_trace_queries_bind_the_same_way(recorded: Dict[str, Any]) -> 
             # An unbound bare value may be the call asked about: neither True nor False.
             with pytest.raises(Undecidable, match="not an object"):
                 mine.called("deploy", env="prod")
+
+
+def test_serve_over_real_otlp_binds_the_same_way(recorded: Dict[str, Any], tmp_path: Path) -> None:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+    from test_serve_receiver import Serve
+
+    spans = recorded["spans"]
+    serve = Serve(tmp_path, "--settle", "0.3", rules=RULES)
+    try:
+        exporter = OTLPSpanExporter(endpoint=serve.url + "/v1/traces")
+        assert exporter.export(spans) is SpanExportResult.SUCCESS
+        exporter.shutdown()
+        serve.wait_for(lambda: serve.health()["spans_received"] == len(spans))
+        code, _, report = serve.stop()
+    finally:
+        serve.kill()
+    assert code == 0, serve.stderr()
+    served = {e["trace_id"]: {r["test"]: r["verdict"] for r in e["results"]} for e in report["episodes"]}
+    for name, trace_id in recorded["ids"].items():
+        assert served[trace_id] == dict(zip(TESTS, SCENARIOS[name]["verdicts"])), name
+
+
+def test_tool_definitions_are_read_in_every_recorded_shape_and_hostile_ones_are_ignored() -> None:
+    from spanassert.mapping import Mapper
+
+    m = Mapper()
+    params = {"type": "object", "properties": {"env": {"type": "string"}}}
+    shapes = {
+        "otel": [{"type": "function", "name": "deploy", "parameters": params}],
+        "openai": [{"type": "function", "function": {"name": "deploy", "parameters": params}}],
+        "anthropic": [{"name": "deploy", "input_schema": params}],
+        "mcp": [{"name": "deploy", "inputSchema": params}],
+    }
+    for label, defs in shapes.items():
+        assert m.tool_definitions({"gen_ai.tool.definitions": json.dumps(defs)}) == {"deploy": ("env",)}, label
+        # A list of JSON strings, as some SDKs record structured values.
+        assert m.tool_definitions({"gen_ai.tool.definitions": [json.dumps(d) for d in defs]}) == {"deploy": ("env",)}
+    flattened = {"openinference.span.kind": "LLM", "llm.tools.0.tool.json_schema": openai_tool(TWO_PARAMS),
+                 "llm.tools.1.tool.json_schema": json.dumps({"type": "function", "function": {
+                     "name": "status", "parameters": {"type": "object"}}})}
+    assert m.tool_definitions(flattened) == {"deploy": ("env", "region"), "status": ()}
+    # On the tool span itself.
+    assert m.declared_parameters("deploy", {"tool.parameters": json.dumps({"env": "str"})}) == ("env",)
+    assert m.declared_parameters("deploy", {"tool.parameters": json.dumps(params)}) == ("env",)
+    assert m.declared_parameters("deploy", {"tool.json_schema": openai_tool(ONE_PARAM)}) == ("env",)
+    assert m.declared_parameters("deploy", {}) is None
+    # Hostile or odd values: no definition, never an exception.
+    for junk in ("not json", "[1, 2, {]", json.dumps([{"name": 5}]), json.dumps({"name": "x"}), "x" * 300_000,
+                 json.dumps([[[[]]]]), json.dumps([{"name": "deploy", "parameters": "nope"}])):
+        assert m.tool_definitions({"gen_ai.tool.definitions": junk}) is None, junk[:40]
+        if junk != json.dumps({"name": "x"}):  # that one is a fine `tool.parameters`: one parameter, `name`
+            assert m.declared_parameters("deploy", {"tool.parameters": junk, "tool.json_schema": junk}) is None

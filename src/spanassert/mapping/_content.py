@@ -280,10 +280,28 @@ def _definition(item: Any) -> Optional[Tuple[str, Optional[Tuple[str, ...]]]]:
     return name, None
 
 
+# Model steps repeat the same definitions (the same JSON text) at every turn: parse each text once.
+_DEFINITIONS_CACHE: Dict[str, Dict[str, Tuple[str, ...]]] = {}
+_DEFINITIONS_CACHE_SIZE = 256
+_CACHED_DEFINITION_CHARS = 16 * 1024  # at most 4 MiB of cached text
+
+
 def tool_definitions(value: Any) -> Dict[str, Tuple[str, ...]]:
     """``{tool name: parameter names}`` from a recorded list of tool definitions (a JSON string, a
     structured list, a list of JSON strings, or one definition). Tools whose parameters the
-    definition does not show are left out."""
+    definition does not show are left out. The result is shared: do not change it."""
+    if type(value) is str and len(value) <= _CACHED_DEFINITION_CHARS:
+        found = _DEFINITIONS_CACHE.get(value)
+        if found is None:
+            found = _tool_definitions(value)
+            if len(_DEFINITIONS_CACHE) >= _DEFINITIONS_CACHE_SIZE:
+                _DEFINITIONS_CACHE.clear()  # bounded; hostile spans only cost re-parsing
+            _DEFINITIONS_CACHE[value] = found
+        return found
+    return _tool_definitions(value)
+
+
+def _tool_definitions(value: Any) -> Dict[str, Tuple[str, ...]]:
     parsed = _parsed(value) if isinstance(value, (str, bytes, bytearray)) else plain(value)
     if isinstance(parsed, Mapping):
         parsed = [parsed]
