@@ -57,6 +57,16 @@ def test_paths_narrow_source_and_sink() -> None:
     assert "$.rows[1].iban" in run.first.failure.message
 
 
+def test_a_sink_path_needs_named_arguments_a_bare_value_is_undecidable() -> None:
+    # Issue 12 situation 4: a sink recorded as the bare value (no definition to bind it) has no
+    # `to.path` to look under; the rule must not pass on it.
+    spec = dict(SPEC, to={"tool": "send_email", "path": "to"})
+    run = drive(spec, [lookup(), ok("send_email", EMAIL)])
+    assert run.verdict is Verdict.INCONCLUSIVE and "not an object with `to.path` in it" in run.outcome.message
+    # Without a path, the bare value itself is searched.
+    assert drive(SPEC, [lookup(), ok("send_email", EMAIL)]).verdict is Verdict.FAILED
+
+
 def test_any_sink_when_to_tool_is_left_out_and_arguments_at_start() -> None:
     spec = dict(SPEC, to={})
     run = drive(spec, [lookup(), Call("anything", {"x": [EMAIL]}, args_at=ARGS_AT_START)])

@@ -141,15 +141,20 @@ class NoFlowAssertion(Assertion):
     def on_call_start(self, state: FlowState, call: ToolCall) -> Optional[Failure]:
         state.open += 1
         # Only reached with content when a front door gives arguments at start (the engine does not).
-        if self._is_sink(call) and call.arguments_state == CONTENT_OK:
+        if self._is_sink(call) and self._readable_sink(call):
             return self._check_sink(state, call)
         return None
+
+    def _readable_sink(self, call: ToolCall) -> bool:
+        # A path into the arguments needs named arguments: a bare value the engine could not bind
+        # to the tool's parameter has no `to.path` to look under (issue 12, situation 4).
+        return call.arguments_state == CONTENT_OK and (not self.sink_path or call.arguments_named)
 
     def on_call_end(self, state: FlowState, call: ToolCall) -> Optional[Failure]:
         state.open = max(0, state.open - 1)
         failure: Optional[Failure] = None
         if self._is_sink(call) and (state.anchors or state.unknown_sources):
-            if call.arguments_state != CONTENT_OK:
+            if not self._readable_sink(call):
                 state.unknown_sinks += 1
             else:
                 failure = self._check_sink(state, call)
@@ -202,8 +207,9 @@ class NoFlowAssertion(Assertion):
             )
         if state.unknown_sinks:
             return Outcome.inconclusive(
-                f"the arguments of {state.unknown_sinks} call(s) of {sink} were not recorded or could not be "
-                "read whole, so whether a source value reached them is unknown"
+                f"the arguments of {state.unknown_sinks} call(s) of {sink} were not recorded, could not be "
+                "read whole, or were not an object with `to.path` in it, so whether a source value reached "
+                "them is unknown"
             )
         if state.open:
             return Outcome.inconclusive(f"{state.open} call(s) had not ended when the episode closed")
