@@ -251,10 +251,10 @@ def _parsed(value: Any) -> Any:
 def schema_parameters(schema: Any) -> Optional[Tuple[str, ...]]:
     """The parameter names a tool's parameter schema declares: the keys of its ``properties``; ``()``
     for an object schema without properties; None when it is not a schema of named parameters."""
-    if not isinstance(schema, Mapping):
+    if not isinstance(schema, dict):  # parsed JSON and ``plain`` values: plain dicts
         return None
     properties = schema.get("properties")
-    if isinstance(properties, Mapping):
+    if isinstance(properties, dict):
         return tuple(str(k) for k in properties)
     if schema.get("type") == "object" or not schema:
         return ()
@@ -262,28 +262,28 @@ def schema_parameters(schema: Any) -> Optional[Tuple[str, ...]]:
 
 
 def _definition(item: Any) -> Optional[Tuple[str, Optional[Tuple[str, ...]]]]:
-    """``(tool name, parameter names)`` of one definition, in the shapes instrumentations record:
-    ``{"type": "function", "name", "parameters"}`` (OTel GenAI), OpenAI's ``{"type": "function",
-    "function": {"name", "parameters"}}`` (OpenInference ``llm.tools``), Anthropic's and MCP's
-    ``{"name", "input_schema" | "inputSchema"}``."""
-    item = _parsed(item) if isinstance(item, (str, bytes, bytearray)) else item
-    if not isinstance(item, Mapping):
+    """``(tool name, parameter names)`` of one parsed definition, in the shapes instrumentations
+    record: ``{"type": "function", "name", "parameters"}`` (OTel GenAI), OpenAI's ``{"type":
+    "function", "function": {"name", "parameters"}}`` (OpenInference ``llm.tools``), Anthropic's and
+    MCP's ``{"name", "input_schema" | "inputSchema"}``."""
+    if not isinstance(item, dict):
         return None
     inner = item.get("function")
-    source = inner if isinstance(inner, Mapping) else item
+    source = inner if isinstance(inner, dict) else item
     name = source.get("name")
     if not isinstance(name, str) or not name:
         return None
     for key in ("parameters", "input_schema", "inputSchema", "json_schema"):
         if key in source:
-            return name, schema_parameters(_parsed(source[key]) if isinstance(source[key], str) else source[key])
+            schema = source[key]
+            return name, schema_parameters(_parsed(schema) if isinstance(schema, str) else schema)
     return name, None
 
 
-# Model steps repeat the same definitions (the same JSON text) at every turn: parse each text once.
+# Model steps repeat the same definitions (the same JSON texts) at every turn: parse each text once.
 _DEFINITIONS_CACHE: Dict[str, Dict[str, Tuple[str, ...]]] = {}
-_DEFINITIONS_CACHE_SIZE = 256
-_CACHED_DEFINITION_CHARS = 16 * 1024  # at most 4 MiB of cached text
+_DEFINITIONS_CACHE_SIZE = 1024
+_CACHED_DEFINITION_CHARS = 16 * 1024  # at most 16 MiB of cached text
 
 
 def tool_definitions(value: Any) -> Dict[str, Tuple[str, ...]]:
@@ -302,14 +302,22 @@ def tool_definitions(value: Any) -> Dict[str, Tuple[str, ...]]:
 
 
 def _tool_definitions(value: Any) -> Dict[str, Tuple[str, ...]]:
-    parsed = _parsed(value) if isinstance(value, (str, bytes, bytearray)) else plain(value)
-    if isinstance(parsed, Mapping):
+    if isinstance(value, (str, bytes, bytearray)):
+        parsed = _parsed(value)
+    elif isinstance(value, (list, tuple)):
+        parsed = list(value)  # items are made plain one by one, below
+    else:
+        parsed = plain(value)
+    if isinstance(parsed, dict):
         parsed = [parsed]
     out: Dict[str, Tuple[str, ...]] = {}
     if not isinstance(parsed, list):
         return out
     for item in parsed[:MAX_DEFINITIONS]:
-        found = _definition(item)
+        if type(item) is str:
+            out.update(tool_definitions(item))  # one definition per text (a list of JSON strings)
+            continue
+        found = _definition(item if type(item) is dict else plain(item))
         if found is not None and found[1] is not None:
             out[found[0]] = found[1]
     return out
@@ -319,10 +327,10 @@ def declared_parameters(value: Any) -> Optional[Tuple[str, ...]]:
     """OpenInference ``tool.parameters`` on a tool span: a parameter schema, or a simple map of
     parameter name -> type (``{"order_id": "str"}``). None when it is neither."""
     parsed = _parsed(value)
-    if not isinstance(parsed, Mapping):
+    if not isinstance(parsed, dict):
         return None
     if not _SCHEMA_WORDS.isdisjoint(parsed):
         return schema_parameters(parsed)
-    if len(parsed) <= MAX_DEFINITIONS and all(isinstance(v, (str, Mapping)) for v in parsed.values()):
+    if len(parsed) <= MAX_DEFINITIONS and all(isinstance(v, (str, dict)) for v in parsed.values()):
         return tuple(str(k) for k in parsed)
     return None
