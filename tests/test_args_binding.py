@@ -77,6 +77,14 @@ SCENARIOS: Dict[str, Dict[str, Any]] = {
     "genai-definitions": dict(convention="genai", step={"gen_ai.tool.definitions": json.dumps(
         [{"type": "function", "name": "deploy", "parameters": ONE_PARAM}])},
         value=json.dumps("prod"), verdicts=("failed", "failed", "failed")),
+    # Arguments on the tool span at its start (judged then, before the tool body runs), bound by the
+    # step's definitions; or by the tool span's own definition, set at its end (judged again then).
+    "genai-at-start": dict(convention="genai", at_start=True, step={"gen_ai.tool.definitions": json.dumps(
+        [{"type": "function", "name": "deploy", "parameters": ONE_PARAM}])},
+        value=json.dumps("prod"), verdicts=("failed", "failed", "failed")),
+    "genai-at-start-own-definition-at-end": dict(convention="genai", at_start=True, own={
+        "gen_ai.tool.definitions": json.dumps([{"type": "function", "name": "deploy", "parameters": ONE_PARAM}])},
+        value=json.dumps("prod"), verdicts=("failed", "failed", "failed")),
     "no-definition": dict(convention="openinference", value="prod",
                           verdicts=("inconclusive", "inconclusive", "inconclusive")),
     "no-definition-array": dict(convention="openinference", value=json.dumps(["prod"]),
@@ -106,9 +114,11 @@ def run_agent(tracer: Any, scenario: Dict[str, Any]) -> str:
                 tool.set_attributes(scenario.get("own") or {})
             agent.set_attribute("openinference.span.kind", "AGENT")
         else:
+            at_start = {"gen_ai.tool.call.arguments": scenario["value"]} if scenario.get("at_start") else {}
             with tracer.start_as_current_span("execute_tool deploy", attributes={
-                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "deploy"}) as tool:
-                tool.set_attribute("gen_ai.tool.call.arguments", scenario["value"])
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "deploy", **at_start}) as tool:
+                if not at_start:
+                    tool.set_attribute("gen_ai.tool.call.arguments", scenario["value"])
                 tool.set_attributes(scenario.get("own") or {})
             agent.set_attributes({"gen_ai.operation.name": "invoke_agent"})
     return trace_id
@@ -244,3 +254,18 @@ def test_tool_definitions_are_read_in_every_recorded_shape_and_hostile_ones_are_
         assert m.tool_definitions({"gen_ai.tool.definitions": junk}) is None, junk[:40]
         if junk != json.dumps({"name": "x"}):  # that one is a fine `tool.parameters`: one parameter, `name`
             assert m.declared_parameters("deploy", {"tool.parameters": junk, "tool.json_schema": junk}) is None
+
+
+def test_background_evaluation_binds_the_same_way(recorded: Dict[str, Any]) -> None:
+    # The default with an export: the engine runs on the processor's worker thread.
+    live: List[EpisodeResult] = []
+    processor = AssertionSpanProcessor(load_config(str(recorded["rules"])), on_episode=live.append,
+                                       export=SimpleSpanProcessor(InMemorySpanExporter()), background=True)
+    provider = TracerProvider(resource=Resource.create({"service.name": "agent"}))
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("binding-test")
+    ids = {name: run_agent(tracer, s) for name, s in SCENARIOS.items()}
+    provider.shutdown()
+    by_trace = {ep.trace_id: verdicts_of(ep) for ep in live}
+    for name, trace_id in ids.items():
+        assert by_trace[trace_id] == dict(zip(TESTS, SCENARIOS[name]["verdicts"])), name
