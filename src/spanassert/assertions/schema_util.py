@@ -9,6 +9,7 @@ jsonschema, whose errors make the messages.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .schema_fast import compile_fast
@@ -245,9 +246,9 @@ def ref_problems(schema: Any) -> List[RefProblem]:
             else:
                 why = ("it is not within this schema: spanassert never fetches a URL or reads a file to "
                        "resolve a reference")
-            problems.append((path + (keyword,), f"`{keyword}: {ref}` does not resolve: {why}"))
+            problems.append(((*path, keyword), f"`{keyword}: {ref}` does not resolve: {why}"))
         except Exception as exc:  # noqa: BLE001
-            problems.append((path + (keyword,), f"`{keyword}: {ref}` does not resolve: {type(exc).__name__}: {exc}"))
+            problems.append(((*path, keyword), f"`{keyword}: {ref}` does not resolve: {type(exc).__name__}: {exc}"))
 
     def walk(node: Any, at: Any, path: Tuple[Any, ...], depth: int) -> None:
         if not isinstance(node, dict):
@@ -256,10 +257,9 @@ def ref_problems(schema: Any) -> List[RefProblem]:
             problems.append((path, f"the schema is nested deeper than {_MAX_SCHEMA_DEPTH} levels"))
             return
         if depth and isinstance(node.get("$id"), str):
-            try:
+            # An odd `$id` keeps the outer base: resolution below then reports what does not resolve.
+            with contextlib.suppress(Exception):
                 at = at.in_subresource(spec.create_resource(node))
-            except Exception:  # noqa: BLE001 - resolution below then reports what does not resolve
-                pass
         for keyword in _REF_KEYWORDS:
             ref = node.get(keyword)
             if isinstance(ref, str):
@@ -267,12 +267,12 @@ def ref_problems(schema: Any) -> List[RefProblem]:
         for key, value in node.items():
             if key in _SUB_MAP and isinstance(value, dict):
                 for name, sub in value.items():
-                    walk(sub, at, path + (key, name), depth + 1)
+                    walk(sub, at, (*path, key, name), depth + 1)
             elif key in _SUB_LIST and isinstance(value, list):
                 for i, sub in enumerate(value):
-                    walk(sub, at, path + (key, i), depth + 1)
+                    walk(sub, at, (*path, key, i), depth + 1)
             elif key in _SUB_SINGLE and isinstance(value, dict):
-                walk(value, at, path + (key,), depth + 1)
+                walk(value, at, (*path, key), depth + 1)
 
     walk(schema, resolver, (), 0)
     return problems

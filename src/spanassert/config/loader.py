@@ -383,7 +383,7 @@ class _Loader:
             self.report.error(
                 codes.E_CFG_UNTRUSTED,
                 f"`settings.embedder: {_short(embedder_ref)}` names Python code to import, which an untrusted "
-                "rules file may not do (importing a module runs it)", path + ("embedder",),
+                "rules file may not do (importing a module runs it)", (*path, "embedder"),
                 hint="load the file as trusted only if you trust its author (see SECURITY.md), or drop "
                      "the embedder and the `semantic_similarity_to` checks that need it",
             )

@@ -492,7 +492,7 @@ class Engine:
                 self._learn_tools(ep, attributes)  # a provider's model span inside a framework's
         elif role is None:
             role = self.mapper.role(name, attributes)
-        if (role == ROLE_STEP or role == ROLE_AGENT) and ep.plan.reads_args:
+        if role in (ROLE_STEP, ROLE_AGENT) and ep.plan.reads_args:
             self._learn_tools(ep, attributes)
         if role == ROLE_TOOL:
             if call is None:
