@@ -371,6 +371,10 @@ class Assertion:
     index: int
     name: Optional[str]  # the rule's `id`
     evidence: str
+    # Where the loader found it (set after building): `expected` or `assertions`, and its (line,
+    # column) in the rules file, which diagnostics and near-miss reports point at.
+    origin: str = "assertions"
+    position: Optional[Tuple[Optional[int], Optional[int]]] = None
 
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         self.test_id = test_id

@@ -700,8 +700,8 @@ class _Loader:
             return None
         if ctx.errors:
             return None
-        assertion.origin = origin  # type: ignore[attr-defined]  # "expected" or "assertions", for reports
-        assertion.position = self.doc.position(path)  # type: ignore[attr-defined]  # (line, column)
+        assertion.origin = origin
+        assertion.position = self.doc.position(path)
         try:
             reason = assertion.ineffective_reason()
         except Exception as exc:  # noqa: BLE001

@@ -228,7 +228,7 @@ class UnitFormFailure(ConfigError):
         diagnostics: List[Diagnostic] = []
         for t, a, o in config.unit_failures:
             self.lines.append(unit_result_line(config.source, t.id, a, o))
-            line, column = getattr(a, "position", (t.line, None))
+            line, column = a.position or (t.line, None)
             diagnostics.append(Diagnostic(
                 E_UNIT_FORM_FAILED,
                 f"test `{t.id}` {a.type_name} #{a.index}: unit-test form {o.verdict.value}"

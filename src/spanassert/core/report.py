@@ -236,7 +236,7 @@ class Report:
                                   key=lambda n: (-self.tool_names[n], n))
                     if seen:
                         out.append(NearMiss(t.id, a.type_name, a.index, wanted,
-                                            [(n, self.tool_names[n]) for n in seen], getattr(a, "position", None)))
+                                            [(n, self.tool_names[n]) for n in seen], a.position))
         return out
 
 
