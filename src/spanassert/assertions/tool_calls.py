@@ -1,7 +1,7 @@
 """Required and forbidden tools: ``trace_must_call_tool`` and ``trace_must_not_call_tool`` (Assay V1).
 
-Both select calls by exact tool name (or ``tool_pattern``, an anchored regex), optionally narrowed by ``args_match`` (an AND of
-``argument -> regex``, see :mod:`.selectors`). A forbidden tool is a safety rule and fails the
+Both select calls by exact tool name (or ``tool_pattern``, an anchored regex), optionally narrowed
+by ``args_match`` (an AND of ``argument -> regex``, see :mod:`.selectors`). A forbidden tool is a safety rule and fails the
 moment the offending span starts (or, with ``args_match``, as soon as its arguments are known); a
 required tool is a liveness rule and is decided when the episode closes.
 """
@@ -20,6 +20,7 @@ from .base import (
 )
 from .call_checks import call_ref, unfinished, wants_evidence
 from .selectors import ARGS_MATCH_SCHEMA, ArgsMatch, CallSelector, tool_fields, tool_selector
+
 _ARGS_MATCH_RULE = (
     "`{argument: regex}`, every regex searched (unanchored) in that argument's value (non-strings as "
     "JSON); a missing argument is no match. Arguments recorded as a bare value are bound to the "

@@ -223,7 +223,7 @@ class UnitFormFailure(ConfigError):
     with test data) contradict their ``expect``: the file is wrong, so no door runs it. ``lines`` are
     ``validate``'s words for each failed form."""
 
-    def __init__(self, config: "Config") -> None:
+    def __init__(self, config: Config) -> None:
         self.lines: List[str] = []
         diagnostics: List[Diagnostic] = []
         for t, a, o in config.unit_failures:
@@ -240,7 +240,7 @@ class UnitFormFailure(ConfigError):
         super().__init__(diagnostics)
 
 
-def require_runnable(config: "Config") -> None:
+def require_runnable(config: Config) -> None:
     """The one check every door (replay, serve, the processor, ``check()``, the pytest marker) makes
     before running a rules file: raise :class:`UnitFormFailure` (a :class:`ConfigError`) when one of
     its unit-test forms failed. ``validate`` reports those forms instead of refusing."""

@@ -216,7 +216,7 @@ class Report:
             "near_misses": [m.to_dict() for m in self.near_misses()],
         }
 
-    def near_misses(self) -> List["NearMiss"]:
+    def near_misses(self) -> List[NearMiss]:
         """Exact tool names in the rules that matched no call while a call's name differs from them
         only by case or separators (``-``, ``_``, ``.``, space): ``delete_database`` vs
         ``delete-database``. Such a rule checks nothing; the report says so."""

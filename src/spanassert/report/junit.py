@@ -89,9 +89,9 @@ def render_junit(report: Report, *, fail_on_inconclusive: bool = False) -> bytes
     for miss in report.near_misses():
         suite = suites.get(miss.test_id)
         if suite is not None:
-            props = suite.element.find("properties")
-            if props is not None:
-                ET.SubElement(props, "property", {"name": "near_miss", "value": _clean(miss.describe())})
+            found = suite.element.find("properties")
+            if found is not None:
+                ET.SubElement(found, "property", {"name": "near_miss", "value": _clean(miss.describe())})
     for ep in report.episodes:
         root_name = f" {ep.root_name}" if ep.root_name else ""
         name = f"episode {ep.key}{root_name}"

@@ -120,7 +120,8 @@ def render_text(report: Report, *, quiet: bool = False, baseline: Optional[Basel
     near = report.near_misses()
     if near:
         out.append("")
-        out.append("Near misses (a rule's tool name matched no call; a call's name differs only by case or separators):")
+        out.append("Near misses (a rule's tool name matched no call; a call's name differs only by case or "
+                   "separators):")
         out.extend(f"  {m.test_id} {m.assertion_type}: {m.describe()}" for m in near)
     if baseline is not None:
         out.append("")
