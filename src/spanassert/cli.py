@@ -204,14 +204,18 @@ def run_completion(args: argparse.Namespace) -> int:
 # -- wiring -------------------------------------------------------------------------------------
 # name -> (module, function adding the subparser, one-line help). A command's module is imported only
 # when that command runs (or its --help is asked), so `spanassert validate` does not pay for the
-# receiver's imports.
+# receiver's imports, and `spanassert --help` / `--version` import none of them: the one-line help
+# here is what the top-level help lists (tests/test_startup.py checks it equals each command's own).
 SUBCOMMANDS: Dict[str, Tuple[str, str, str]] = {
     "validate": ("spanassert.cli", "add_validate_command", "check rules files and run their unit-test forms"),
     "schema": ("spanassert.cli", "add_schema_command", "print the JSON Schema of the rules file"),
-    "replay": ("spanassert.replay.cli", "add_replay_command", "re-check exported OTLP trace files"),
-    "serve": ("spanassert.serve", "add_serve_command", "receive OTLP traces and check them live"),
-    "init": ("spanassert.replay.init_cli", "add_init_command", "write a starting rules file (drafted from traces)"),
-    "completion": ("spanassert.cli", "add_completion_command", "print a shell completion script (bash, zsh, fish)"),
+    "replay": ("spanassert.replay.cli", "add_replay_command",
+               "re-check exported OTLP trace files against a rules file"),
+    "serve": ("spanassert.serve", "add_serve_command", "receive OTLP traces (gRPC and HTTP) and check them live"),
+    "init": ("spanassert.replay.init_cli", "add_init_command",
+             "write a starting rules file (drafted from traces with --from-trace)"),
+    "completion": ("spanassert.cli", "add_completion_command",
+                   "print a shell completion script (bash, zsh or fish)"),
 }
 
 
@@ -229,7 +233,7 @@ def build_parser(argv: Optional[List[str]] = None, *, full: bool = False) -> arg
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = next((a for a in (argv or []) if not a.startswith("-")), None)
     for name, (module, func, help_text) in SUBCOMMANDS.items():
-        if full or chosen is None or name == chosen:
+        if full or name == chosen:
             getattr(importlib.import_module(module), func)(sub)
         else:
             sub.add_parser(name, help=help_text)

@@ -24,11 +24,10 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple, Type
 
-import jsonschema
-
 from ..core.model import MISSING, ToolCall
 from ..core.suggest import did_you_mean
 from .base import BuildContext, Field
+from .schema_fast import plainly_valid
 from .selectors import (
     SELECTOR_SCHEMA,
     W_CFG_TOOL_NAME,
@@ -788,6 +787,10 @@ def _did_you_mean(word: str, choices: Iterable[str]) -> str:
 
 
 def _schema_problem(value: Any, schema: Mapping[str, Any]) -> Optional[str]:
+    if plainly_valid(schema, value):
+        return None
+    import jsonschema  # imported when a rule is parsed, not when the package is (start-up stays light)
+
     try:
         jsonschema.validate(value, schema)
     except jsonschema.ValidationError as exc:

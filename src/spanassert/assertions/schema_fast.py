@@ -439,3 +439,39 @@ def compile_schema_fast(schema: Any, known: Any) -> Optional[Predicate]:
         return _compile(schema, known, 0)
     except Exception:  # noqa: BLE001 - _Unsupported, or a schema too odd to compile: jsonschema judges
         return None
+
+
+# -- checking a config value without importing jsonschema -------------------------------------------
+# The keywords of Draft 2020-12 (`jsonschema.Draft202012Validator.VALIDATORS`, the dialect the loader
+# and the sequence-rule parser validate config values with), spelled out so that a value can be
+# checked at start-up without importing jsonschema (~0.1 s of CPU); tests/test_startup.py pins this
+# set against jsonschema's own.
+DRAFT_2020_12_KEYWORDS = frozenset({
+    "$dynamicRef", "$ref", "additionalProperties", "allOf", "anyOf", "const", "contains", "dependentRequired",
+    "dependentSchemas", "enum", "exclusiveMaximum", "exclusiveMinimum", "format", "if", "items", "maxItems",
+    "maxLength", "maxProperties", "maximum", "minItems", "minLength", "minProperties", "minimum", "multipleOf",
+    "not", "oneOf", "pattern", "patternProperties", "prefixItems", "properties", "propertyNames", "required",
+    "type", "unevaluatedItems", "unevaluatedProperties", "uniqueItems",
+})
+
+# schema id -> (schema, predicate or None); the schema is kept so its id cannot be reused meanwhile.
+_PLAIN: Dict[int, Tuple[Any, Optional[Predicate]]] = {}
+_PLAIN_CACHE_SIZE = 1024
+
+
+def plainly_valid(schema: Any, value: Any) -> bool:
+    """True only when ``value`` is valid against the Draft 2020-12 ``schema`` (no format checker) as
+    jsonschema would find it; False means "ask jsonschema" (invalid, or not compilable here)."""
+    entry = _PLAIN.get(id(schema))
+    if entry is None or entry[0] is not schema:
+        entry = (schema, compile_schema_fast(schema, DRAFT_2020_12_KEYWORDS))
+        if len(_PLAIN) >= _PLAIN_CACHE_SIZE:
+            _PLAIN.clear()
+        _PLAIN[id(schema)] = entry
+    predicate = entry[1]
+    if predicate is None:
+        return False
+    try:
+        return bool(predicate(value))
+    except Exception:  # noqa: BLE001 - an odd value: jsonschema judges
+        return False

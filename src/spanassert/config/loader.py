@@ -15,9 +15,8 @@ import operator
 import os
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple, Type
 
-import jsonschema
-
 from ..assertions.base import ASSERTION_TYPES, COMMON_FIELDS, EXPECTED_TYPES, Assertion, BuildContext, Field
+from ..assertions.schema_fast import plainly_valid
 from ..core.durations import parse_duration
 from ..core.model import MISSING, ConfigError, Diagnostic, Outcome, Severity
 from ..core.suggest import did_you_mean
@@ -156,6 +155,8 @@ def _validator(schema: Mapping[str, Any]) -> Any:
     key = json.dumps(schema, sort_keys=True, default=str)
     v = _VALIDATORS.get(key)
     if v is None:
+        import jsonschema  # only for a field value the plain checks cannot accept (start-up stays light)
+
         v = jsonschema.Draft202012Validator(schema)
         _VALIDATORS[key] = v
     return v
@@ -216,7 +217,7 @@ def _plainly_valid(schema: Mapping[str, Any], value: Any) -> bool:
 def value_problem(schema: Mapping[str, Any], value: Any, label: str
                   ) -> Optional[Tuple[str, str, KeyPath, Optional[str]]]:
     """``(code, message, sub_path, hint)`` for the most relevant way ``value`` violates ``schema``."""
-    if _plainly_valid(schema, value):
+    if _plainly_valid(schema, value) or plainly_valid(schema, value):
         return None
     try:
         errors = list(_validator(schema).iter_errors(value))
@@ -224,6 +225,8 @@ def value_problem(schema: Mapping[str, Any], value: Any, label: str
         return (codes.E_INTERNAL, f"cannot check `{label}`: {exc}", (), None)
     if not errors:
         return None
+    import jsonschema
+
     err = jsonschema.exceptions.best_match(errors)
     sub: KeyPath = tuple(err.absolute_path)
     where = "`" + label + (format_path(sub) if sub and isinstance(sub[0], int) else

@@ -23,9 +23,6 @@ import sys
 import zlib
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
-from google.protobuf.message import DecodeError
-from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
-
 from spanassert.core.model import SpanRecord
 from spanassert.otlp.issues import ERROR, WARNING, InputIssue, OTLPInputError, SpanDecodeError
 from spanassert.otlp.json_decode import records_from_json
@@ -459,6 +456,10 @@ def _read_json_lines_in_memory(name: str, first_line: int, lines: List[str]) -> 
 
 
 def _proto_records(name: str, index: int, offset: int, data: bytes) -> Iterator[_Item]:
+    # protobuf is imported when a protobuf file is read: JSON replay and `spanassert --help` skip it.
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+
     msg = TracesData()
     try:
         msg.ParseFromString(data)

@@ -1,0 +1,136 @@
+"""CLI start-up stays light: a subcommand imports what it needs when it runs (issue 15). These pin
+the imports structurally (module names from `python -X importtime`), not a timing."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Set
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("grpc", "opentelemetry.exporter", "opentelemetry.sdk", "jsonschema", "google.protobuf", "yaml",
+         "spanassert.serve", "spanassert.replay", "spanassert.live", "spanassert.config", "spanassert.core.engine")
+
+
+def imported(*args: str, cwd: Path = ROOT) -> "tuple[Set[str], subprocess.CompletedProcess[str]]":
+    """Every module `python -X importtime <args>` imported, and the finished process."""
+    env = dict(os.environ)
+    env.pop("PYTHONPROFILEIMPORTTIME", None)
+    proc = subprocess.run([sys.executable, "-X", "importtime", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+    names = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    names.discard("package")  # the header line
+    assert "spanassert" in names or "spanassert.cli" in names, proc.stderr[-2000:]
+    return names, proc
+
+
+def heavy(names: Set[str], prefixes: "tuple[str, ...]" = HEAVY) -> List[str]:
+    return sorted(n for n in names if any(n == p or n.startswith(p + ".") for p in prefixes))
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], []])
+def test_version_and_help_import_no_subcommand_module(argv: List[str]) -> None:
+    names, proc = imported("-m", "spanassert", *argv)
+    assert proc.returncode == (2 if not argv else 0), proc.stderr[-2000:]
+    if argv == ["--version"]:
+        assert proc.stdout.startswith("spanassert ")
+    if argv == ["--help"]:
+        for command in ("validate", "schema", "replay", "serve", "init", "completion"):
+            assert command in proc.stdout
+    assert heavy(names) == []
+
+
+def test_importing_the_cli_imports_nothing_heavy() -> None:
+    names, proc = imported("-c", "import spanassert.cli")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert heavy(names) == []
+
+
+def test_top_level_help_lists_each_commands_own_one_line_help() -> None:
+    # `spanassert --help` lists SUBCOMMANDS' text without importing the commands; it must say what
+    # each command's own parser says.
+    from spanassert.cli import SUBCOMMANDS, build_parser
+
+    parser = build_parser(None, full=True)
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    own = {a.dest: a.help for a in sub._choices_actions}
+    assert own == {name: entry[2] for name, entry in SUBCOMMANDS.items()}
+
+
+def test_json_replay_imports_no_protobuf_no_grpc_no_exporter(tmp_path: Path) -> None:
+    # examples/rules.yaml has a trace_args_valid schema, so jsonschema is needed (its meta-schema check).
+    names, proc = imported("-m", "spanassert", "replay", "--config", "examples/rules.yaml",
+                           "examples/recorded/support-agent.jsonl")
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]  # the example has violations
+    assert "episode" in proc.stdout
+    assert heavy(names, ("grpc", "google.protobuf", "opentelemetry.exporter", "opentelemetry.sdk",
+                         "spanassert.serve", "spanassert.live")) == []
+    assert "jsonschema" in names
+
+
+def test_rules_without_json_schemas_load_and_replay_without_jsonschema(tmp_path: Path) -> None:
+    # Config values (match, sequence rules, durations, lists) are checked without jsonschema when they
+    # are plainly valid; a rules file with no JSON Schema in it never imports it.
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "version: 1\n"
+        "tests:\n"
+        "  - id: no-delete\n"
+        "    match: { agent: support-agent }\n"
+        "    assertions:\n"
+        "      - type: trace_must_not_call_tool\n"
+        "        tool: delete_customer\n"
+        "      - type: trace_tool_duration\n"
+        "        max: 2s\n"
+        "  - id: order\n"
+        "    expected:\n"
+        "      type: sequence_valid\n"
+        "      rules:\n"
+        "        - type: before\n"
+        "          first: lookup_order\n"
+        "          then: issue_refund\n",
+        encoding="utf-8",
+    )
+    names, proc = imported("-m", "spanassert", "replay", "--config", str(rules),
+                           str(ROOT / "examples/recorded/support-agent.jsonl"))
+    assert proc.returncode in (0, 1), proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "no-delete" in proc.stdout or "episode" in proc.stdout
+    assert heavy(names, ("jsonschema", "grpc", "google.protobuf")) == []
+
+
+def test_a_bad_config_value_is_still_worded_by_jsonschema(tmp_path: Path) -> None:
+    # The fast path only says "plainly valid"; anything else keeps today's specific error.
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "version: 1\n"
+        "tests:\n"
+        "  - id: order\n"
+        "    expected:\n"
+        "      type: sequence_valid\n"
+        "      rules:\n"
+        "        - type: before\n"
+        "          first: 7\n"
+        "          then: issue_refund\n",
+        encoding="utf-8",
+    )
+    proc = subprocess.run([sys.executable, "-m", "spanassert", "validate", str(rules)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "first" in proc.stdout and "rules.yaml:8" in proc.stdout, proc.stdout
+
+
+def test_the_keyword_table_used_without_jsonschema_is_draft_2020_12s() -> None:
+    import jsonschema
+
+    from spanassert.assertions.schema_fast import DRAFT_2020_12_KEYWORDS, plainly_valid
+
+    assert set(jsonschema.Draft202012Validator.VALIDATORS) == DRAFT_2020_12_KEYWORDS
+    schema = {"oneOf": [{"type": "number", "minimum": 0},
+                        {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*(ms|s)\s*$"}]}
+    for value in (0, 3.5, "2s", " 10 ms ", -1, "2 days", True, None, [1], {"a": 1}):
+        expected = not list(jsonschema.Draft202012Validator(schema).iter_errors(value))
+        # plainly_valid never says valid where jsonschema finds an error, and here it decides all.
+        assert plainly_valid(schema, value) is expected, value
