@@ -15,12 +15,14 @@ COLUMNS = ["figure", "ours", "baseline", "ratio", "target", "met"]
 
 
 def main() -> int:
+    only = sys.argv[1:]  # `python benchmarks/run.py startup replay`: just those parts
     import config_bench
     import html_bench
     import live
     import memory_bench
     import replay_bench
     import serve_bench
+    import startup_bench
 
     quick = os.environ.get("SPANASSERT_BENCH_QUICK") == "1"
     print(f"spanassert benchmarks — Python {platform.python_version()}, {os.cpu_count()} CPUs, "
@@ -35,7 +37,10 @@ def main() -> int:
         ("config", lambda: config_bench.run(1_000)),
         ("serve", lambda: serve_bench.run(300 if quick else 2_000)),
         ("html", lambda: html_bench.run(10_000)),
+        ("startup", lambda: startup_bench.run(7 if quick else 15)),
     ]:
+        if only and name not in only:
+            continue
         part = fn()
         rows += part
         print(table(part, COLUMNS), flush=True)

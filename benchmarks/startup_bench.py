@@ -39,8 +39,7 @@ def run(rounds: int = 15) -> List[Dict[str, str]]:
     return rows
 
 
-if __name__ == "__main__":  # just these rows: python benchmarks/startup_bench.py
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if __name__ == "__main__":  # just these rows: python benchmarks/run.py startup
     from common import table
 
     print(table(run(), ["figure", "ours", "baseline", "ratio", "target", "met"]))

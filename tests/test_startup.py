@@ -134,3 +134,29 @@ def test_the_keyword_table_used_without_jsonschema_is_draft_2020_12s() -> None:
         expected = not list(jsonschema.Draft202012Validator(schema).iter_errors(value))
         # plainly_valid never says valid where jsonschema finds an error, and here it decides all.
         assert plainly_valid(schema, value) is expected, value
+
+
+# -- GC tuning belongs to the CLI process only (issue 15: "GC tuning stays out of the library") --------
+def test_replay_as_the_program_freezes_what_is_loaded_and_raises_the_first_threshold() -> None:
+    code = ("import gc, sys\n"
+            "from spanassert.cli import main\n"
+            "before = gc.get_threshold()\n"
+            "sys.argv = ['spanassert', 'replay', '--config', 'examples/rules.yaml',\n"
+            "            'examples/recorded/support-agent.jsonl']\n"
+            "rc = main()\n"
+            "print('RESULT', rc, before[0], gc.get_threshold()[0], gc.get_freeze_count() > 0)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")]
+    assert result == ["RESULT 1 700 50000 True"], proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_main_called_by_another_program_leaves_the_collector_alone() -> None:
+    code = ("import gc, io, contextlib\n"
+            "from spanassert.cli import main\n"
+            "before = gc.get_threshold()\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    rc = main(['replay', '--config', 'examples/rules.yaml', 'examples/recorded/support-agent.jsonl'])\n"
+            "print('RESULT', rc, gc.get_threshold() == before, gc.get_freeze_count())\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")]
+    assert result == ["RESULT 1 True 0"], proc.stdout[-2000:] + proc.stderr[-2000:]

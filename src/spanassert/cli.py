@@ -241,6 +241,9 @@ def build_parser(argv: Optional[List[str]] = None, *, full: bool = False) -> arg
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """``argv`` None means this process is the program (the ``spanassert`` script, ``python -m
+    spanassert``): only then may a command tune process-wide state such as the garbage collector."""
+    own_process = argv is None
     if argv is None:
         argv = sys.argv[1:]
     parser = build_parser(argv)
@@ -253,6 +256,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_CONFIG
     _apply_verbose(args)
+    args.own_process = own_process
     return int(func(args))
 
 

@@ -261,14 +261,14 @@ class TraceBuffer:
                 self._front_seen_at = first.last_seen_at
             return out
         self._front_seen_at = _UNKNOWN
-        for tid in list(pending):
-            p = pending[tid]
+        released: List[str] = []  # not a copy of every pending id: only the prefix that is due
+        for tid, p in pending.items():
             quiet = self.clock - p.last_seen_at
             if quiet < self.settle:
                 break  # everything after this one is more recent
             if p.root_seen_at is not None or quiet >= self.idle:
-                del pending[tid]
-                out.append(p.records)
+                released.append(tid)
+        out.extend(pending.pop(tid).records for tid in released)
         if len(out) > 1:
             # Traces released together go in the order they started: the turns of a conversation
             # (one episode over several traces) then reach the engine in the order they happened.
