@@ -7,6 +7,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from typing import Any, Optional
 
 from ..report.files import write_atomic
@@ -106,6 +107,19 @@ def _options_from_args(args: argparse.Namespace) -> ServeOptions:
     )
 
 
+def _report_bytes(receiver: Receiver) -> bytes:
+    """The --report-json document. After a cut drain the engine thread may still be finishing a
+    trace (it was given a few seconds); a report read while it adds a result is read again."""
+    for attempt in range(20):
+        try:
+            return json.dumps(receiver.report_dict(), indent=2, ensure_ascii=False).encode("utf-8")
+        except RuntimeError:  # "changed size during iteration"
+            if attempt == 19:
+                raise
+            time.sleep(0.05)
+    raise AssertionError("unreachable")
+
+
 def run_serve(args: argparse.Namespace) -> int:
     from ..config import ConfigError, UnitFormFailure, load_config, require_runnable
 
@@ -197,7 +211,7 @@ def run_serve(args: argparse.Namespace) -> int:
         receiver.stop()
         if options.report_json:
             try:
-                data = json.dumps(receiver.report_dict(), indent=2, ensure_ascii=False).encode("utf-8")
+                data = _report_bytes(receiver)
                 write_atomic(options.report_json, data)
             except OSError as exc:
                 err.write(f"spanassert serve: cannot write --report-json {options.report_json}: {exc}\n")
