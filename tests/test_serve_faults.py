@@ -125,3 +125,25 @@ def test_health_answers_503_while_the_engine_thread_is_stalled_and_200_after(tmp
     assert stalled["status"] == "engine_stalled" and stalled["engine_alive"]
     assert recovered_after >= 2.0
     assert code == 0 and len(report["episodes"]) == 1
+
+
+def test_an_occupied_http_port_after_grpc_started_exits_2_naming_the_option(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(_rules("error").split("  - id: faulty")[0])
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    try:
+        port = taken.getsockname()[1]
+        proc = subprocess.run([sys.executable, "-m", "spanassert.cli", "serve", "--config", str(rules),
+                               "--grpc-endpoint", "127.0.0.1:0", "--http-endpoint", f"127.0.0.1:{port}"],
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        taken.close()
+    assert proc.returncode == 2, proc.stderr
+    assert f"--http-endpoint 127.0.0.1:{port}: cannot listen there" in proc.stderr
+    assert "Traceback" not in proc.stderr

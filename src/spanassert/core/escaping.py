@@ -17,7 +17,7 @@ _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 def _table() -> Dict[int, str]:
     table: Dict[int, str] = {}
-    for cp in list(range(0x00, 0x20)) + list(range(0x7F, 0xA0)):
+    for cp in list(range(0x20)) + list(range(0x7F, 0xA0)):
         ch = chr(cp)
         table[cp] = _NAMED.get(ch, f"\\x{cp:02x}")
     for cp in (0x200E, 0x200F, 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A)):

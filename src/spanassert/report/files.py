@@ -1,6 +1,7 @@
 """Writing report files so that a reader never sees half of one."""
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 
@@ -24,10 +25,8 @@ def write_atomic(path: str, data: bytes) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
 
 

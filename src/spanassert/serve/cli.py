@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import signal
@@ -40,7 +41,9 @@ def add_serve_command(sub: Any) -> None:
                     "against the rules file with the same engine as the live processor and replay. Put it "
                     "behind an OpenTelemetry Collector's otlp exporter. Violations go to stderr (one line "
                     "each), to metrics/logs, and (with --forward) onto the forwarded spans as "
-                    "`gen_ai.evaluation.result` events. SIGTERM/SIGINT stop it gracefully (exit 0) after deciding every accepted span; a second signal cuts that drain short and still writes what was decided (exit 1 if spans were left unjudged).",
+                    "`gen_ai.evaluation.result` events. SIGTERM/SIGINT stop it gracefully (exit 0) after "
+                    "deciding every accepted span; a second signal cuts that drain short and still writes "
+                    "what was decided (exit 1 if spans were left unjudged).",
     )
     p.add_argument("--config", "-c", required=True, metavar="FILE", help="rules file")
     p.add_argument("--grpc-endpoint", default=DEFAULT_GRPC_ENDPOINT, metavar="HOST:PORT",
@@ -113,7 +116,7 @@ def _report_bytes(receiver: Receiver) -> bytes:
     for attempt in range(20):
         try:
             return json.dumps(receiver.report_dict(), indent=2, ensure_ascii=False).encode("utf-8")
-        except RuntimeError:  # "changed size during iteration"
+        except RuntimeError:  # noqa: PERF203 - "changed size during iteration": read it again
             if attempt == 19:
                 raise
             time.sleep(0.05)
@@ -193,7 +196,7 @@ def run_serve(args: argparse.Namespace) -> int:
     # it short; the handlers stay installed until the end, so what was decided is still written.
     stop = threading.Event()
 
-    def on_signal(signum: int, frame: Any) -> None:
+    def on_signal(_signum: int, _frame: Any) -> None:
         if not stop.is_set():
             stop.set()
         elif not receiver.cut.is_set():
@@ -219,10 +222,8 @@ def run_serve(args: argparse.Namespace) -> int:
         receiver.out.flush()
         for provider in (meter_provider, logger_provider):
             if provider is not None and not receiver.cut.is_set():
-                try:
+                with contextlib.suppress(Exception):  # an unreachable endpoint must not fail the stop
                     provider.shutdown()
-                except Exception:  # noqa: BLE001 - an unreachable endpoint must not fail the stop
-                    pass
     finally:
         for s, h in previous.items():
             signal.signal(s, h)

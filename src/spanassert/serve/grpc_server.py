@@ -4,7 +4,14 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from .protocol import CODE_RESOURCE_EXHAUSTED, EndpointError, hostport, parse_endpoint, rejection_message, status_message
+from .protocol import (
+    CODE_RESOURCE_EXHAUSTED,
+    EndpointError,
+    hostport,
+    parse_endpoint,
+    rejection_message,
+    status_message,
+)
 
 if TYPE_CHECKING:
     from .receiver import Receiver
@@ -20,7 +27,7 @@ def _make_grpc_servicer(receiver: Receiver) -> Any:
     )
 
     class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
-        def Export(self, request: Any, context: Any) -> Any:  # noqa: N802 - generated name
+        def Export(self, request: Any, context: Any) -> Any:
             down = receiver.unavailable()
             if down is not None:
                 context.abort(grpc.StatusCode.UNAVAILABLE, down)
@@ -31,7 +38,8 @@ def _make_grpc_servicer(receiver: Receiver) -> Any:
                     context.abort(grpc.StatusCode.UNAVAILABLE, down)
                 from google.rpc import error_details_pb2
 
-                status = status_message(CODE_RESOURCE_EXHAUSTED, "spanassert serve intake queue is full; retry later", 1)
+                status = status_message(CODE_RESOURCE_EXHAUSTED,
+                                        "spanassert serve intake queue is full; retry later", 1)
                 context.set_trailing_metadata((
                     ("grpc-status-details-bin", status.SerializeToString()),
                     # The Python OTLP exporter reads this key for its backoff.
@@ -62,12 +70,11 @@ def _make_grpc_servicer(receiver: Receiver) -> Any:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"not a protobuf ExportTraceServiceRequest: {exc}")
         return servicer.Export(request, context)
 
-    handler = grpc.method_handlers_generic_handler(
+    return grpc.method_handlers_generic_handler(
         "opentelemetry.proto.collector.trace.v1.TraceService",
         {"Export": grpc.unary_unary_rpc_method_handler(
             export_raw, request_deserializer=None, response_serializer=ExportTraceServiceResponse.SerializeToString)},
     )
-    return handler
 
 
 def start_grpc(receiver: Receiver, endpoint: str) -> None:

@@ -58,8 +58,8 @@ def _framing_error(message: str, status: int = 400) -> _BodyError:
 
 def _over_limit(limit: int, size: Optional[int] = None) -> _BodyError:
     what = f"is {size} bytes, over" if size is not None else "is over"
-    return _BodyError(413, CODE_INVALID_ARGUMENT, f"request body {what} the limit of {limit} bytes (--max-request-bytes)",
-                      close=True)
+    return _BodyError(413, CODE_INVALID_ARGUMENT,
+                      f"request body {what} the limit of {limit} bytes (--max-request-bytes)", close=True)
 
 
 def read_body(rfile: Any, headers: Any, limit: int) -> bytes:
@@ -88,7 +88,7 @@ def read_body(rfile: Any, headers: Any, limit: int) -> bytes:
     if len(raw_text) > 19 or int(raw_text) > limit:
         raise _over_limit(limit, int(raw_text) if len(raw_text) <= 19 else None)
     n = int(raw_text)
-    raw = rfile.read(n)
+    raw: bytes = rfile.read(n)
     if len(raw) != n:
         raise _framing_error(f"request body ended after {len(raw)} of {n} bytes (Content-Length)")
     return raw
@@ -149,7 +149,7 @@ def make_http_handler(receiver: Receiver) -> type:
         # A client that stalls mid-request (or keeps an idle connection) gives its thread back.
         timeout = 30
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        def log_message(self, format: str, *args: Any) -> None:
             pass  # one line per request would drown the violations
 
         def handle(self) -> None:
@@ -201,7 +201,7 @@ def make_http_handler(receiver: Receiver) -> type:
             cl = (self.headers.get("Content-Length") or "0").strip()
             return cl != "0" or self.headers.get("Transfer-Encoding") is not None
 
-        def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        def do_GET(self) -> None:
             if self._unread_body():
                 self.close_connection = True  # its end is unknown: the next request cannot be found
             path = self._path()
@@ -223,9 +223,9 @@ def make_http_handler(receiver: Receiver) -> type:
                 self._error(404, CODE_NOT_FOUND, f"no such path {path!r}: OTLP traces go to POST {TRACES_PATH}",
                             close=True)
 
-        do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _other_method  # noqa: N815
+        do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _other_method
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             path = self._path()
             if path != TRACES_PATH:
                 self._other_method()
@@ -284,7 +284,7 @@ def make_http_handler(receiver: Receiver) -> type:
                                  f"unsupported Content-Encoding {encoding!r}: send gzip or no encoding")
             return raw
 
-        def _decode(self, ctype: str, body: bytes) -> Tuple[List[SpanRecord], List[Any], Optional[Dict]]:
+        def _decode(self, ctype: str, body: bytes) -> Tuple[List[SpanRecord], List[Any], Optional[Dict[Any, Any]]]:
             from ..otlp import SpanDecodeError, records_from_json
 
             source = "otlp-http"
@@ -323,7 +323,8 @@ def _gunzip(raw: bytes, limit: int) -> bytes:
     try:
         out = d.decompress(raw, limit + 1)
     except zlib.error as exc:
-        raise _BodyError(400, CODE_INVALID_ARGUMENT, f"Content-Encoding gzip, but the body is not gzip: {exc}") from None
+        raise _BodyError(400, CODE_INVALID_ARGUMENT,
+                         f"Content-Encoding gzip, but the body is not gzip: {exc}") from None
     if len(out) > limit or d.unconsumed_tail:
         raise _BodyError(413, CODE_INVALID_ARGUMENT,
                          f"gzip body decompresses to over {limit} bytes, the limit (--max-request-bytes)")

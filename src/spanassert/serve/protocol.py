@@ -82,8 +82,8 @@ def rejection_message(errors: List[Any]) -> str:
 
 class ServeOptions:
     __slots__ = ("grpc_endpoint", "http_endpoint", "max_request_bytes", "queue_size", "settle", "rootless_wait",
-                 "forward", "forward_queue_size", "report_json", "quiet", "engine_stall_timeout", "security", "max_trace_spans",
-                 "max_trace_seconds", "max_buffered_spans", "max_connections")
+                 "forward", "forward_queue_size", "report_json", "quiet", "engine_stall_timeout", "security",
+                 "max_trace_spans", "max_trace_seconds", "max_buffered_spans", "max_connections")
 
     def __init__(self, *, grpc_endpoint: Optional[str] = DEFAULT_GRPC_ENDPOINT,
                  http_endpoint: Optional[str] = DEFAULT_HTTP_ENDPOINT,

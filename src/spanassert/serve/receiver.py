@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from bisect import bisect_left, insort
-from typing import Any, Dict, List, Optional, TextIO, Tuple
+from typing import Any, Dict, List, Optional, Set, TextIO, Tuple
 
 from ..config.model import Config
 from ..core.assembly import TraceBuffer, feed_trace
@@ -29,12 +29,12 @@ from ..core.results import Violation
 from ..mapping import ROLE_AGENT
 from ..otlp.proto_encode import ForwardItem, export_request
 from .forwarder import Forwarder
+from .intake import Batch, IntakeQueue
+from .protocol import DEFAULT_ROOTLESS_WAIT_CAP, EndpointError, ServeOptions
+from .sink import ServeSink
 
 # spanassert.overflows{kind}: a trace judged before it settled (span or time bound per trace).
 OVERFLOW_TRACE_RELEASED_EARLY = "trace_released_early"
-from .intake import Batch, IntakeQueue
-from .protocol import DEFAULT_ROOTLESS_WAIT_CAP, ServeOptions
-from .sink import ServeSink
 
 
 class _TraceSide:
@@ -45,7 +45,7 @@ class _TraceSide:
     __slots__ = ("span_ids", "tool_starts", "wire")
 
     def __init__(self) -> None:
-        self.span_ids: set = set()
+        self.span_ids: Set[str] = set()
         self.tool_starts: List[int] = []
         self.wire: Dict[str, Any] = {}
 
@@ -149,7 +149,8 @@ class Receiver:
             # The engine thread decides what is open and stops; it may be inside one long trace.
             thread.join(max(0.0, min(5.0, deadline - time.monotonic())))
             if thread.is_alive():
-                self.unjudged_spans += self.queue.depth + sum(len(p.records) for p in list(self.buffer.pending.values()))
+                buffered = sum(len(p.records) for p in list(self.buffer.pending.values()))
+                self.unjudged_spans += self.queue.depth + buffered
         if self.forwarder is not None:
             self.forwarder.flush(timeout=min(timeout, 10.0), cancel=self.cut)
             self.forwarder.stop()
@@ -251,7 +252,8 @@ class Receiver:
             return False
         return True
 
-    def decode_proto(self, request: Any, source: str) -> Tuple[List[SpanRecord], List[Any], Optional[Dict]]:
+    def decode_proto(self, request: Any,
+                     source: str) -> Tuple[List[SpanRecord], List[Any], Optional[Dict[Tuple[str, str], Any]]]:
         from ..otlp import records_from_proto
 
         errors: List[Any] = []
@@ -301,7 +303,7 @@ class Receiver:
                     self._feed(trace)
             self._close_all()
             self._after_work()
-        except BaseException as exc:  # noqa: BLE001 - report, never hang the shutdown
+        except BaseException as exc:
             self._engine_error = exc
             self.sink.internal_error("serve_engine_thread", exc)
             raise
@@ -323,7 +325,7 @@ class Receiver:
             try:
                 self.engine.close_all(CloseReason.SHUTDOWN)
                 return
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001, PERF203 - one failing episode must not stop the others
                 self._internal_error("serve_close", exc)
                 first = next(iter(self.engine.open.values()), None)
                 if first is None:

@@ -26,7 +26,7 @@ class ServeSink(Telemetry):
         self.report_sink = ReportSink(report, None) if report is not None else None
         self.quiet = quiet
         self.out = out
-        self._early: "OrderedDict[Tuple[str, int, Optional[str]], None]" = OrderedDict()
+        self._early: OrderedDict[Tuple[str, int, Optional[str]], None] = OrderedDict()
         self._count_lock = threading.Lock()
         self.violations_reported = 0
         self.episodes_closed = 0

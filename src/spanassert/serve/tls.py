@@ -21,7 +21,7 @@ class Security:
 
     __slots__ = ("files", "cert", "key", "client_ca", "token")
 
-    def __init__(self, files: Optional["TLSFiles"] = None, cert: Optional[bytes] = None, key: Optional[bytes] = None,
+    def __init__(self, files: Optional[TLSFiles] = None, cert: Optional[bytes] = None, key: Optional[bytes] = None,
                  client_ca: Optional[bytes] = None, token: Optional[str] = None) -> None:
         self.files = files or TLSFiles()
         self.cert = cert
