@@ -67,3 +67,21 @@ def test_write_atomic_leaves_the_old_file_whole_when_the_write_fails(tmp_path: P
         write_atomic(str(path), b'{"new": ' + b"1" * 100_000 + b"}")
     assert path.read_bytes() == b'{"old": true}'
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def test_sigterm_right_after_the_ports_open_is_a_graceful_stop(tmp_path: Path) -> None:
+    """The handlers are installed before the ports open: a SIGTERM sent as soon as the addresses
+    are printed stops serve gracefully (it used to land on the default handler now and then, on a
+    loaded machine: exit -15, no report)."""
+    codes = []
+    for i in range(5):
+        (tmp_path / f"s{i}").mkdir()
+        s = Serve(tmp_path / f"s{i}")
+        try:
+            s.proc.send_signal(signal.SIGTERM)
+            s.proc.communicate(timeout=30)
+        finally:
+            s.kill()
+        codes.append(s.proc.returncode)
+        assert json.loads(s.report_path.read_text())["episodes"] == []
+    assert codes == [0] * 5

@@ -186,14 +186,10 @@ def run_serve(args: argparse.Namespace) -> int:
     meter_provider = meter_provider_from_env()
     logger_provider = logger_provider_from_env()
     receiver = Receiver(config, options, meter_provider=meter_provider, logger_provider=logger_provider)
-    try:
-        receiver.start()
-    except EndpointError as exc:
-        err.write(f"spanassert serve: {exc}\n")
-        return 2
-
     # SIGTERM/SIGINT: stop and drain (decide what was accepted). A second one during the drain cuts
     # it short; the handlers stay installed until the end, so what was decided is still written.
+    # They are installed before the ports open: a sender may get an answer (and its owner send
+    # SIGTERM) before this thread runs again.
     stop = threading.Event()
 
     def on_signal(_signum: int, _frame: Any) -> None:
@@ -209,6 +205,11 @@ def run_serve(args: argparse.Namespace) -> int:
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
+        try:
+            receiver.start()
+        except EndpointError as exc:
+            err.write(f"spanassert serve: {exc}\n")
+            return 2
         while not stop.wait(0.5):
             pass
         receiver.stop()
