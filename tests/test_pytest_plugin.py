@@ -162,7 +162,7 @@ def test_fixture_captures_only_the_running_tests_spans_and_is_live(pytester: pyt
             assert trace.call_sequence() == ["lookup_order", "issue_refund"]
             assert trace.called("lookup_order", order_id="A1")
             assert not trace.called("lookup_order", order_id="B2")
-            assert trace.agents_invoked == ["helper"]
+            assert trace.agents_invoked() == ["helper"]
             assert len(spanassert_trace.spans) == 4
 
         def test_second_sees_nothing_of_the_first(spanassert_trace):

@@ -44,7 +44,7 @@ def test_queries_answer_like_understudy(spans):
     assert trace.calls_to("get_return_policy")[0].arguments == {"category": "earbuds"}
     assert trace.agent_called("billing", "check_balance")
     assert not trace.agent_called("support", "check_balance")
-    assert trace.agents_invoked == ["support", "billing"]
+    assert trace.agents_invoked() == ["billing", "support"]
     assert trace.terminal_state == "completed"
     assert trace.duration > 0
 

@@ -146,21 +146,21 @@ class Trace:
     def agent_called(self, agent: str, tool: str) -> bool:
         return any(c.agent == agent for c in self.calls_to(tool))
 
-    def calls_by_agent(self) -> Dict[Optional[str], List[ToolCall]]:
-        out: Dict[Optional[str], List[ToolCall]] = {}
-        for c in self.tool_calls:
-            out.setdefault(c.agent, []).append(c)
-        return out
+    def calls_by_agent(self, agent: str) -> List[ToolCall]:
+        """The calls made under agent ``agent`` (understudy's signature: the agent is required)."""
+        return [c for c in self.tool_calls if c.agent == agent]
 
-    @property
     def agents_invoked(self) -> List[str]:
-        seen: List[str] = []
-        for r in sorted(self.records, key=lambda r: (r.start_ns, r.span_id)):
+        """The distinct names of the agents that ran, sorted (a method, as in understudy): every
+        agent span's name, and the agent each tool call ran under."""
+        seen = set()
+        for r in self.records:
             if self.mapper.role(r.name, r.attributes) == ROLE_AGENT:
                 name = self.mapper.agent_name(r.name, r.attributes)
-                if name and name not in seen:
-                    seen.append(name)
-        return seen
+                if name:
+                    seen.add(name)
+        seen.update(c.agent for c in self.tool_calls if c.agent)
+        return sorted(seen)
 
     @property
     def duration(self) -> float:
