@@ -344,7 +344,7 @@ class _Loader:
         self.settings = self.load_settings(root.get("settings"))
         episodes = self.load_episodes(root.get("episodes"))
         mappings = self.load_mappings(root.get("mappings"))
-        tests = self.load_tests(root.get("tests"))
+        tests = self.load_tests(root.get("tests"), present="tests" in root)
         suite = root.get("suite") if isinstance(root.get("suite"), str) else None
         model = root.get("model") if isinstance(root.get("model"), str) else None
         return Config(version=version, suite=suite, model=model, settings=self.settings, episodes=episodes,
@@ -490,8 +490,12 @@ class _Loader:
         return rules
 
     # -- tests ------------------------------------------------------------------------------------
-    def load_tests(self, raw: Any) -> List[TestCase]:
+    def load_tests(self, raw: Any, present: bool = False) -> List[TestCase]:
         path: KeyPath = ("tests",)
+        if raw is None and present:  # `tests:` with no value: as empty as `tests: []` (Assay refuses both)
+            self.report.error(codes.E_CFG_VALUE, "`tests` has no value; the rules file checks nothing", path,
+                              hint="add at least one test under `tests:` with `id:` and `assertions:`")
+            return []
         if raw is None:
             return []  # reported as a missing required key
         if not isinstance(raw, list):
