@@ -221,8 +221,9 @@ def test_valid_file_loads_into_typed_records(tmp_path: Path) -> None:
     assert [type(a).__name__ for a in refunds.assertions] == ["ProbeMustContain", "ProbeCount", "ProbeCount"]
     expected, first, second = refunds.assertions
     assert (expected.index, getattr(expected, "origin")) == (0, "expected")
-    assert (first.index, getattr(first, "origin")) == (0, "assertions")
-    assert second.index == 1 and second.name == "twice" and second.evidence == "arguments"
+    # each check's index is its position among the test's checks: `expected:` first (issue 19)
+    assert (first.index, getattr(first, "origin")) == (1, "assertions")
+    assert second.index == 2 and second.name == "twice" and second.evidence == "arguments"
     # Defaults are filled in; an absent field without a default arrives as None.
     assert first.values == {"tool": "lookup_order", "min_calls": 1, "pattern": None, "id": None, "evidence": "none"}
     assert plain.severity is Severity.ERROR and plain.mode == "enforce" and plain.input == "hello"

@@ -542,9 +542,12 @@ class _Loader:
             self.report.error(codes.E_CFG_TYPE, f"`assertions` must be a list, not {_kind(entries)}",
                               path + ("assertions",), hint="write each assertion as a `- type: ...` list item")
         elif isinstance(entries, list):
+            # A check's index is its position among the test's checks: the `expected:` check is #0 and
+            # the `assertions:` entries follow it, so each check has its own result and coverage row.
+            first = 1 if "expected" in value else 0
             for j, entry in enumerate(entries):
-                a = self.build(test_id, entry, path + ("assertions", j), j, ORIGIN_ASSERTIONS, ASSERTION_TYPES,
-                               "assertion")
+                a = self.build(test_id, entry, path + ("assertions", j), first + j, ORIGIN_ASSERTIONS,
+                               ASSERTION_TYPES, "assertion")
                 if a is not None:
                     checks.append(a)
         if "expected" not in value and not entries:
@@ -647,7 +650,7 @@ class _Loader:
     # -- one assertion ----------------------------------------------------------------------------
     def build(self, test_id: str, raw: Any, path: KeyPath, index: int, origin: str,
               registry: Mapping[str, Type[Assertion]], what: str) -> Optional[Assertion]:
-        where = "`expected:`" if origin == ORIGIN_EXPECTED else f"assertion #{index}"
+        where = "`expected:`" if origin == ORIGIN_EXPECTED else f"assertion #{path[-1]}"  # its place in the list
         if not isinstance(raw, dict):
             self.report.error(codes.E_CFG_TYPE, f"test `{test_id}` {where} must be a mapping with `type:`, "
                               f"not {_kind(raw)}", path)
