@@ -19,7 +19,7 @@ FENCE = re.compile(r"^```([A-Za-z0-9_+-]*)[^\n]*\n(.*?)^```", re.M | re.S)
 def _quick_start() -> "tuple[str, list]":
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     start = text.index("## Quick start")
-    end = text.index("\n### ", start)
+    end = min(i for i in (text.find("\n## ", start + 1), text.find("\n### ", start)) if i != -1)
     section = text[start:end]
     blocks = [(m.group(1), m.group(2)) for m in FENCE.finditer(section)]
     python = [b for lang, b in blocks if lang == "python"]
