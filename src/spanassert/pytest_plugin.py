@@ -50,32 +50,32 @@ class SpanCapture:
     """
 
     def __init__(self) -> None:
-        self._spans: List["ReadableSpan"] = []
+        self._spans: List[ReadableSpan] = []
         self._lock = threading.Lock()
 
-    def add(self, span: "ReadableSpan") -> None:
+    def add(self, span: ReadableSpan) -> None:
         with self._lock:
             self._spans.append(span)
 
     @property
-    def spans(self) -> List["ReadableSpan"]:
+    def spans(self) -> List[ReadableSpan]:
         with self._lock:
             return list(self._spans)
 
     @property
-    def trace(self) -> "Trace":
+    def trace(self) -> Trace:
         from .trace import Trace
 
         return Trace.from_spans(self.spans)
 
-    def __call__(self) -> "Trace":
+    def __call__(self) -> Trace:
         return self.trace
 
     def clear(self) -> None:
         with self._lock:
             self._spans.clear()
 
-    def check(self, rules: Any) -> "CheckResult":
+    def check(self, rules: Any) -> CheckResult:
         """``spanassert.check`` over the spans so far (rules: a Config, a path, YAML text or an
         understudy-style expectations dict)."""
         from .trace import check
@@ -99,7 +99,7 @@ def _router_class() -> Any:
         def __init__(self) -> None:
             self.active: Optional[SpanCapture] = None
 
-        def on_end(self, span: "ReadableSpan") -> None:
+        def on_end(self, span: ReadableSpan) -> None:
             capture = self.active
             if capture is not None:
                 capture.add(span)
@@ -111,7 +111,7 @@ def _capture_processor(capture: SpanCapture) -> Any:
     from opentelemetry.sdk.trace import SpanProcessor
 
     class _CaptureProcessor(SpanProcessor):
-        def on_end(self, span: "ReadableSpan") -> None:
+        def on_end(self, span: ReadableSpan) -> None:
             capture.add(span)
 
     return _CaptureProcessor()
@@ -165,7 +165,7 @@ def spanassert_trace() -> Generator[SpanCapture, None, None]:
 
 
 @pytest.fixture
-def spanassert_provider(spanassert_trace: SpanCapture) -> Generator["TracerProvider", None, None]:
+def spanassert_provider(spanassert_trace: SpanCapture) -> Generator[TracerProvider, None, None]:
     """A ``TracerProvider`` for this test only, for code that accepts a provider; its spans are
     captured by ``spanassert_trace`` too. Shut down after the test."""
     from opentelemetry.sdk.trace import TracerProvider
@@ -192,10 +192,10 @@ def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
                 names.append(FIXTURE)
 
 
-_configs: Dict[Tuple[str, float], "Config"] = {}
+_configs: Dict[Tuple[str, float], Config] = {}
 
 
-def _marker_rules(item: pytest.Item, marker: Any) -> Tuple[Union["Config", Mapping[str, Any]], str]:
+def _marker_rules(item: pytest.Item, marker: Any) -> Tuple[Union[Config, Mapping[str, Any]], str]:
     """The marker's rules as a Config (or an expectations dict) and how to name them in messages."""
     from .config import load_config
     from .config.model import Config
@@ -230,7 +230,7 @@ def _marker_rules(item: pytest.Item, marker: Any) -> Tuple[Union["Config", Mappi
     return config, shown
 
 
-def verdict_problems(result: "CheckResult", config: Any, *, allow_inconclusive: bool) -> List[str]:
+def verdict_problems(result: CheckResult, config: Any, *, allow_inconclusive: bool) -> List[str]:
     """Why the marked test fails (empty when it passes): enforced failures, inconclusive checks
     (unless allowed), or no episode at all. (A rules file whose unit-test forms fail never gets here:
     ``check`` refuses it with a ConfigError.)"""

@@ -59,14 +59,14 @@ class Trace:
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod
-    def from_spans(cls, spans: Iterable[Any], mapper: Optional[Mapper] = None) -> "Trace":
+    def from_spans(cls, spans: Iterable[Any], mapper: Optional[Mapper] = None) -> Trace:
         """From SDK ``ReadableSpan``s (e.g. ``InMemorySpanExporter.get_finished_spans()``) or
         :class:`SpanRecord`s."""
         recs = [s if isinstance(s, SpanRecord) else _from_readable(s) for s in spans]
         return cls(recs, mapper)
 
     @classmethod
-    def from_file(cls, *paths: Union[str, "os.PathLike[str]"], mapper: Optional[Mapper] = None) -> "Trace":
+    def from_file(cls, *paths: Union[str, os.PathLike[str]], mapper: Optional[Mapper] = None) -> Trace:
         """From exported OTLP files (any form ``spanassert replay`` reads). Bad lines raise."""
         from .otlp import read_spans
 

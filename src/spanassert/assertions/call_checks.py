@@ -13,7 +13,7 @@ from typing import Any, Dict, Optional
 
 from ..core.durations import DURATION_PATTERN, format_seconds, parse_duration
 from ..core.model import CONTENT_OK, STATUS_ERROR, EpisodeView, Failure, Outcome, ToolCall
-from .base import (  # noqa: F401 - call_ref is re-exported
+from .base import (  # call_ref is re-exported
     EVIDENCE_ALL,
     EVIDENCE_ARGUMENTS,
     NEED_ARGUMENTS,

@@ -26,7 +26,7 @@ class Detector:
     __slots__ = ("name", "doc", "patterns", "check")
 
     def __init__(self, name: str, doc: str, patterns: Iterable[str],
-                 check: Optional[Callable[["re.Match[str]"], bool]] = None, flags: int = 0) -> None:
+                 check: Optional[Callable[[re.Match[str]], bool]] = None, flags: int = 0) -> None:
         self.name = name
         self.doc = doc
         self.patterns: Tuple[Pattern[str], ...] = tuple(re.compile(p, flags) for p in patterns)
@@ -57,7 +57,7 @@ _GOOGLE = r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"
 _AZURE = r"AccountKey=([A-Za-z0-9+/]{86}==)"
 
 
-def _cloud_check(m: "re.Match[str]") -> bool:
+def _cloud_check(m: re.Match[str]) -> bool:
     body = m.group(1) if m.re.groups else m.group(0)[4:]
     return _random_body(body)
 
@@ -75,7 +75,7 @@ def _b64json(part: str) -> Optional[object]:
         return None
 
 
-def _jwt_check(m: "re.Match[str]") -> bool:
+def _jwt_check(m: re.Match[str]) -> bool:
     header = _b64json(m.group(1))
     return isinstance(header, dict) and "alg" in header and isinstance(_b64json(m.group(2)), dict)
 
@@ -83,7 +83,7 @@ def _jwt_check(m: "re.Match[str]") -> bool:
 _BEARER = r"(?<![A-Za-z0-9])[Bb]earer\s{1,4}([A-Za-z0-9._~+/-]{20,4096}=*)"
 
 
-def _bearer_check(m: "re.Match[str]") -> bool:
+def _bearer_check(m: re.Match[str]) -> bool:
     return _random_body(m.group(1))
 
 
@@ -98,7 +98,7 @@ _MODEL_KEYS = (
 )
 
 
-def _model_key_check(m: "re.Match[str]") -> bool:
+def _model_key_check(m: re.Match[str]) -> bool:
     return _random_body(m.group(1), upper=True)
 
 
@@ -138,7 +138,7 @@ def _card_brand_ok(d: str) -> bool:
     return False
 
 
-def _card_check(m: "re.Match[str]") -> bool:
+def _card_check(m: re.Match[str]) -> bool:
     text = m.group(1)
     seps = {c for c in text if not c.isdigit()}
     if len(seps) > 1:
@@ -180,7 +180,7 @@ def iban_ok(compact: str) -> bool:
     return int(number) % 97 == 1
 
 
-def _iban_check(m: "re.Match[str]") -> bool:
+def _iban_check(m: re.Match[str]) -> bool:
     text = m.group(1)
     want = IBAN_LENGTHS.get(text[:2])
     if want is None:
@@ -223,7 +223,7 @@ _PHONE_NANP = (
 )
 
 
-def _phone_check(m: "re.Match[str]") -> bool:
+def _phone_check(m: re.Match[str]) -> bool:
     if m.re.pattern != _PHONE_INTL:
         return True
     body = m.group(1)

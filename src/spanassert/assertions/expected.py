@@ -21,7 +21,7 @@ import re
 from typing import Any, Callable, Deque, Dict, FrozenSet, List, Mapping, Optional, Pattern, Sequence, Tuple
 
 from ..core.model import CONTENT_MISSING, CONTENT_OK, MISSING, EpisodeView, Failure, Outcome, ToolCall
-from .base import (  # noqa: F401 - call_ref is re-exported
+from .base import (  # call_ref is re-exported
     EVIDENCE_ARGUMENTS,
     EVIDENCE_RESULT,
     NEED_ARGUMENTS,
@@ -34,7 +34,17 @@ from .base import (  # noqa: F401 - call_ref is re-exported
     register_expected,
 )
 from .call_checks import EveryCallState, every_call_outcome
-from .rules import HELD, INCONCLUSIVE, NOT_EXERCISED, RULE_ITEM_SCHEMA, VIOLATED, Rule, RuleEvaluation, RuleState, parse_rules
+from .rules import (
+    HELD,
+    INCONCLUSIVE,
+    NOT_EXERCISED,
+    RULE_ITEM_SCHEMA,
+    VIOLATED,
+    Rule,
+    RuleEvaluation,
+    RuleState,
+    parse_rules,
+)
 from .schema_util import schema_is_vacuous, schema_names_arguments, validation_messages
 from .selectors import warn_tool_name
 
@@ -98,7 +108,7 @@ def load_policy_file(path: str, ctx: BuildContext, field: str) -> Any:
                            "the file as trusted only if you trust its author (see SECURITY.md)")
             return MISSING
     try:
-        with open(full, "r", encoding="utf-8") as fh:
+        with open(full, encoding="utf-8") as fh:
             text = fh.read()
     except OSError as exc:
         ctx.error(E_CFG_POLICY, f"cannot read policy file {path!r}: {exc.strerror or exc}", field=field,
@@ -222,7 +232,7 @@ class _RegexCheck(_OutputCheck):
         # Text beyond this is not searched; a search that did not reach the end cannot pass.
         self.max_chars = int(ctx.settings.get("regex_timeout_chars") or DEFAULT_REGEX_CHARS)
 
-    def _search(self, text: str) -> "tuple[Optional[re.Match[str]], bool]":
+    def _search(self, text: str) -> tuple[Optional[re.Match[str]], bool]:
         cut = len(text) > self.max_chars
         assert self.regex is not None
         return self.regex.search(text[: self.max_chars] if cut else text), cut
@@ -491,7 +501,7 @@ class _ToolSchemaCheck(Assertion):
     def new_state(self) -> EveryCallState:
         return EveryCallState()
 
-    def _content(self, call: ToolCall) -> "tuple[Any, str]":
+    def _content(self, call: ToolCall) -> tuple[Any, str]:
         raise NotImplementedError
 
     def _unjudgeable(self, call: ToolCall) -> Optional[str]:
@@ -583,7 +593,7 @@ class ArgsValidExpected(_ToolSchemaCheck):
         self._names_arguments = {tool: schema_names_arguments(schema) for tool, (schema, _) in self.schemas.items()}
         self._finalise()
 
-    def _content(self, call: ToolCall) -> "tuple[Any, str]":
+    def _content(self, call: ToolCall) -> tuple[Any, str]:
         return call.arguments, call.arguments_state
 
     def _unjudgeable(self, call: ToolCall) -> Optional[str]:
@@ -624,7 +634,7 @@ class ToolOutputValid(_ToolSchemaCheck):
         self.schemas = _compile_tool_schemas(raw, ctx, "schemas", shared if isinstance(shared, dict) else None)
         self._finalise()
 
-    def _content(self, call: ToolCall) -> "tuple[Any, str]":
+    def _content(self, call: ToolCall) -> tuple[Any, str]:
         return call.result, call.result_state
 
 

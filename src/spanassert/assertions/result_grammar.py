@@ -84,7 +84,7 @@ class ResultView:
         self.text = text
 
     @classmethod
-    def of(cls, call: ToolCall) -> "ResultView":
+    def of(cls, call: ToolCall) -> ResultView:
         state = call.result_state
         text = call.result_text
         if state == CONTENT_MISSING:

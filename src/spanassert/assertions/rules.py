@@ -178,7 +178,7 @@ class RuleState:
 
     __slots__ = ("rule", "decided")
 
-    def __init__(self, rule: "Rule") -> None:
+    def __init__(self, rule: Rule) -> None:
         self.rule = rule
         self.decided: Optional[RuleEvaluation] = None
 

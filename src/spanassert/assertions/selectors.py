@@ -116,7 +116,7 @@ class ArgsMatch:
         self.patterns = dict(patterns)
 
     @classmethod
-    def build(cls, spec: Optional[Mapping[str, Any]], ctx: BuildContext, field: str) -> Optional["ArgsMatch"]:
+    def build(cls, spec: Optional[Mapping[str, Any]], ctx: BuildContext, field: str) -> Optional[ArgsMatch]:
         if not spec:
             return None
         compiled: Dict[str, Any] = {}
@@ -190,7 +190,7 @@ class CallSelector:
         self.pattern = pattern
 
     @classmethod
-    def build(cls, spec: Any, ctx: BuildContext, field: str, aliases: Optional[Mapping[str, str]] = None) -> "CallSelector":
+    def build(cls, spec: Any, ctx: BuildContext, field: str, aliases: Optional[Mapping[str, str]] = None) -> CallSelector:
         if isinstance(spec, str):
             warn_tool_name(ctx, spec, field)
             return cls((aliases or {}).get(spec, spec))

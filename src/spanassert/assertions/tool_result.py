@@ -19,7 +19,6 @@ from .base import (
     register,
 )
 from .call_checks import EveryCallState, call_ref, every_call_outcome
-from .selectors import CallSelector, tool_fields, tool_selector
 from .result_grammar import (
     FAILED,
     FORMS,
@@ -28,6 +27,7 @@ from .result_grammar import (
     ResultView,
     compile_result_checks,
 )
+from .selectors import CallSelector, tool_fields, tool_selector
 
 
 @register

@@ -159,7 +159,7 @@ class TestCase:
         self.metadata = metadata or {}
         self.assertions: List[Assertion] = assertions or []
         # (assertion, outcome) for unit-test forms, evaluated at load.
-        self.unit_results: List["tuple[Assertion, Outcome]"] = []
+        self.unit_results: List[tuple[Assertion, Outcome]] = []
         self.line = line
 
     @property
@@ -201,7 +201,7 @@ class Config:
         self.diagnostics = diagnostics or []
 
     @property
-    def unit_failures(self) -> List["tuple[TestCase, Assertion, Outcome]"]:
+    def unit_failures(self) -> List[tuple[TestCase, Assertion, Outcome]]:
         out = []
         for t in self.tests:
             for a, o in t.unit_results:

@@ -196,7 +196,7 @@ class TraceBuffer:
         self.idle = settle if idle is None else max(idle, settle)
         self.max_traces = max(1, max_traces)
         self.max_spans = max(1, max_spans_per_trace)
-        self.pending: "OrderedDict[str, _Pending]" = OrderedDict()
+        self.pending: OrderedDict[str, _Pending] = OrderedDict()
         self.clock = 0.0
         self.overflowed = 0
         # A lower bound on when the least recently active trace was last seen (see due()); only

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ..assertions.base import NEED_ARGUMENTS, NEED_RESULT, Assertion
 from ..config.model import Config, TestCase, require_runnable
@@ -313,11 +313,11 @@ class Engine:
         self._full_plan = self._plan_for(tuple(t.id for t in self._tests))
         # Open episodes in order of last activity (oldest first): idle closing and eviction read
         # from the front.
-        self.open: "OrderedDict[str, Episode]" = OrderedDict()
+        self.open: OrderedDict[str, Episode] = OrderedDict()
         # trace id -> its open episode (the fast "is this trace in an episode?" check).
         self.by_trace: Dict[str, Episode] = {}
         # Recently closed episodes by trace id, for late spans.
-        self.recent: "OrderedDict[str, Episode]" = OrderedDict()
+        self.recent: OrderedDict[str, Episode] = OrderedDict()
         self._trace_seq: Dict[str, int] = {}
         # Assembled traces (replay, serve): what is missing from the trace being fed, noted by
         # begin_trace() before its first span and applied to its episode.

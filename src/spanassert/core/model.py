@@ -15,9 +15,9 @@ class _Missing:
     """The value of data the instrumentation did not record (distinct from a recorded ``null``)."""
 
     __slots__ = ()
-    _instance: Optional["_Missing"] = None
+    _instance: Optional[_Missing] = None
 
-    def __new__(cls) -> "_Missing":
+    def __new__(cls) -> _Missing:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -56,7 +56,7 @@ VERDICT_RANK = {
 }
 
 
-def worst(verdicts: "List[Verdict]") -> Verdict:
+def worst(verdicts: List[Verdict]) -> Verdict:
     if not verdicts:
         return Verdict.NOT_APPLICABLE
     return max(verdicts, key=VERDICT_RANK.__getitem__)
@@ -383,7 +383,7 @@ class Failure:
         self.tool = tool
 
     @classmethod
-    def at(cls, call: ToolCall, message: str) -> "Failure":
+    def at(cls, call: ToolCall, message: str) -> Failure:
         return cls(message, span_id=call.span_id, call_index=call.index, tool=call.name)
 
     def __repr__(self) -> str:
@@ -401,19 +401,19 @@ class Outcome:
         self.span_id = span_id
 
     @classmethod
-    def passed(cls, message: str = "") -> "Outcome":
+    def passed(cls, message: str = "") -> Outcome:
         return cls(Verdict.PASSED, message)
 
     @classmethod
-    def failed(cls, message: str, span_id: Optional[str] = None) -> "Outcome":
+    def failed(cls, message: str, span_id: Optional[str] = None) -> Outcome:
         return cls(Verdict.FAILED, message, span_id)
 
     @classmethod
-    def inconclusive(cls, message: str) -> "Outcome":
+    def inconclusive(cls, message: str) -> Outcome:
         return cls(Verdict.INCONCLUSIVE, message)
 
     @classmethod
-    def not_applicable(cls, message: str = "") -> "Outcome":
+    def not_applicable(cls, message: str = "") -> Outcome:
         return cls(Verdict.NOT_APPLICABLE, message)
 
     def __repr__(self) -> str:
@@ -556,7 +556,7 @@ class Diagnostic:
 class ConfigError(Exception):
     """A rules file that cannot be used. ``diagnostics`` lists every problem found, not just the first."""
 
-    def __init__(self, diagnostics: "List[Diagnostic]") -> None:
+    def __init__(self, diagnostics: List[Diagnostic]) -> None:
         self.diagnostics = list(diagnostics)
         errors = [d for d in self.diagnostics if d.severity == "error"] or self.diagnostics
         head = errors[0].format() if errors else "invalid configuration"

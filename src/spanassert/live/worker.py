@@ -32,7 +32,7 @@ class EndQueue:
 
     def __init__(self, max_items: int, max_bytes: int) -> None:
         self.cond = threading.Condition(threading.Lock())
-        self.items: "collections.deque[Item]" = collections.deque()
+        self.items: collections.deque[Item] = collections.deque()
         self.max_items = max(1, int(max_items))
         self.max_bytes = max(1, int(max_bytes))
         self.bytes = 0

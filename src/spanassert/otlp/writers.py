@@ -43,7 +43,7 @@ def encode_request_json(req: Any) -> Dict[str, Any]:
     return obj
 
 
-def _open_for(path_or_file: PathOrFile, mode: str) -> "tuple[IO[Any], bool]":
+def _open_for(path_or_file: PathOrFile, mode: str) -> tuple[IO[Any], bool]:
     if isinstance(path_or_file, (str, os.PathLike)):
         return open(path_or_file, mode), True
     return path_or_file, False
@@ -116,7 +116,7 @@ class JsonLinesSpanExporter:
     ``opentelemetry-exporter-otlp-json-file`` package's ``FileSpanExporter``. That package needs
     Python 3.10+; this one is what the examples fall back to on Python 3.9."""
 
-    def __init__(self, path: Union[str, "os.PathLike[str]", None] = None) -> None:
+    def __init__(self, path: Union[str, os.PathLike[str], None] = None) -> None:
         import sys
         import threading
 
@@ -142,7 +142,7 @@ class JsonLinesSpanExporter:
         return True
 
 
-def file_span_exporter(path: Union[str, "os.PathLike[str]", None] = None) -> Any:
+def file_span_exporter(path: Union[str, os.PathLike[str], None] = None) -> Any:
     """The OpenTelemetry OTLP JSON file exporter when installed (the ``file`` extra, Python 3.10+),
     else :class:`JsonLinesSpanExporter`: both write the same OTLP JSON Lines."""
     try:

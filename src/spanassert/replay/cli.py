@@ -251,7 +251,7 @@ def run_replay(args: argparse.Namespace) -> int:
         except OSError:
             pass
         return EXIT_ERROR
-    except Exception as exc:  # noqa: BLE001 - a bug must still end in one line, not a traceback
+    except Exception as exc:  # a bug must still end in one line, not a traceback
         if os.environ.get("SPANASSERT_DEBUG"):
             raise
         return _error(f"internal error: {type(exc).__name__}: {exc}; please report it with the command line used "

@@ -152,7 +152,7 @@ def replay_records(
 
 def replay_paths(
     configs: Sequence[Config],
-    paths: Sequence[Union[str, "os.PathLike[str]"]],
+    paths: Sequence[Union[str, os.PathLike[str]]],
     *,
     strict: bool = False,
     settle_spans: int = DEFAULT_SETTLE_SPANS,
@@ -189,8 +189,8 @@ def replay_paths(
 
 
 def replay(
-    config: Union[Config, str, "os.PathLike[str]"],
-    paths: Sequence[Union[str, "os.PathLike[str]"]],
+    config: Union[Config, str, os.PathLike[str]],
+    paths: Sequence[Union[str, os.PathLike[str]]],
     *,
     strict: bool = False,
     settle_spans: int = DEFAULT_SETTLE_SPANS,
