@@ -307,6 +307,8 @@ def test_forbidden_tool_is_reported_on_arrival_before_its_trace_settles(serve_fa
     status, _, _ = post(s.url + "/v1/traces", json.dumps(json_request(spans)).encode(), "application/json")
     assert status == 200
     s.wait_for(lambda: any("delete_database" in line for line in s.violation_lines()), timeout=5)
+    # /health's counts are refreshed after the whole request is taken, a moment after the early line.
+    s.wait_for(lambda: s.health()["buffered_traces"] == 1, timeout=5)
     h = s.health()
     assert h["buffered_traces"] == 1 and h["open_episodes"] == 0  # the trace itself is still waiting
     line = s.violation_lines()[0]
