@@ -118,4 +118,7 @@ def test_an_endless_trace_is_released_in_bounded_pieces_and_slows_no_one(sizes: 
     assert any(v["trace_id"] == ENDLESS and v["tool"] == "delete_database" for v in report["violations"])
     endless_results = [r for ep in report["episodes"] if ep["trace_id"].startswith(ENDLESS) for r in ep["results"]]
     assert endless_results
+    # No piece of it passes a safety rule: its root never came, so an unbroken one is inconclusive.
+    assert not [r for r in endless_results if r["test"] == "no-delete" and r["verdict"] == "passed"]
+    assert any(r["test"] == "no-delete" and r["verdict"] == "failed" for r in endless_results)
     assert health["status"] == "ok"
