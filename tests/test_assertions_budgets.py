@@ -191,3 +191,30 @@ def test_duration_fails_at_close_time_on_the_root_and_unknown_usage_is_inconclus
         "tokens": "inconclusive", "cost": "inconclusive", "duration": "failed"}
     assert [(v.test_id, v.span_id) for v in report.violations] == [("duration", ids["root"])]
     assert [(v.test_id, v.span_id) for v in served.violations] == [("duration", ids["root"])]
+
+
+def test_with_a_conversation_key_the_budget_is_the_conversations(tmp_path: Any) -> None:
+    rules = ("version: 1\nepisodes: {key: gen_ai.conversation.id}\n"
+             "tests:\n  - id: tokens\n    assertions: [{type: trace_max_tokens, max: 100}]\n")
+    config = load_config(rules)
+    path = str(tmp_path / "conv.jsonl")
+    live: List[Any] = []
+    vs: List[Any] = []
+    proc = AssertionSpanProcessor(config, export=SimpleSpanProcessor(FileSpanExporter(path)), on_episode=live.append,
+                                  on_violation=vs.append, tick_interval=0, background=False)
+    tp = TracerProvider(resource=Resource.create({"service.name": "agent"}))
+    tp.add_span_processor(proc)
+    t = tp.get_tracer("conversation")
+    steps = []
+    for turn in range(2):  # two traces, one conversation: 60 tokens each
+        with t.start_as_current_span("invoke_agent a", attributes={
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": "conv-1"}):
+            with t.start_as_current_span("chat gpt-4o", attributes={
+                    "gen_ai.operation.name": "chat", "gen_ai.conversation.id": "conv-1",
+                    "gen_ai.usage.input_tokens": 40, "gen_ai.usage.output_tokens": 20}) as s:
+                steps.append(format(s.get_span_context().span_id, "016x"))
+    tp.shutdown()
+    report = replay(config, [path])
+    assert [(v.test_id, v.span_id) for v in report.violations] == [(v.test_id, v.span_id) for v in vs] == [
+        ("tokens", steps[1])]
+    assert "brings the total tokens to 120; max 100" in report.violations[0].message

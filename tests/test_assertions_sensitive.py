@@ -123,3 +123,43 @@ tests:
     assert config.tests[0].trace_assertions
     with pytest.raises(ConfigError):
         load_config(text.replace("detector: secrets", "detector: secretz"))
+
+
+# -- a result cut to max_argument_bytes is not a whole result ----------------------------------------------
+
+
+def test_a_result_cut_by_the_bound_is_never_cleared_but_what_it_shows_still_fails(tmp_path: Any) -> None:
+    import json
+
+    from otlp_file_exporter import FileSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from spanassert.replay import replay
+
+    rules = load_config(
+        "version: 1\nepisodes: {max_argument_bytes: 200}\ntests:\n"
+        "  - id: pii\n    assertions: [{type: trace_no_sensitive_data, in: results, detectors: [email]}]\n"
+        "  - id: flow\n    assertions: [{type: trace_no_flow, from: {tool: read}, to: {tool: send}}]\n")
+    path = str(tmp_path / "cut.jsonl")
+    tp = TracerProvider()
+    tp.add_span_processor(SimpleSpanProcessor(FileSpanExporter(path)))
+    t = tp.get_tracer("cut")
+    for head in ("x" * 300 + " jane@example.com", "jane@example.com " + "x" * 300):
+        with t.start_as_current_span("invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}):
+            with t.start_as_current_span("execute_tool read", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "read",
+                    "gen_ai.tool.call.arguments": "{}", "gen_ai.tool.call.result": head}):
+                pass
+            with t.start_as_current_span("execute_tool send", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "send",
+                    "gen_ai.tool.call.arguments": json.dumps({"body": "see jane@example.com"}), "gen_ai.tool.call.result": "ok"}):
+                pass
+    tp.shutdown()
+    report = replay(rules, [path])
+    cut_after, cut_before = [ep.test_verdicts() for ep in report.episodes]
+    # The e-mail address lies past the cut: nothing found is not a pass; nor is "no flow".
+    assert cut_after["pii"] is Verdict.INCONCLUSIVE
+    assert cut_after["flow"] is Verdict.INCONCLUSIVE
+    # Before the cut it is found.
+    assert cut_before["pii"] is Verdict.FAILED

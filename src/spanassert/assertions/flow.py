@@ -188,8 +188,8 @@ class NoFlowAssertion(Assertion):
             where = f"`{call.name}` ({show_path(path)[:60]} of its result at {call_ref(call)})"
             state.anchors.setdefault(anchor, []).append((len(text), whole, where))
             state.count += 1
-        if walk.cut:
-            state.unknown_sources += 1
+        if walk.cut or call.result_truncated:
+            state.unknown_sources += 1  # values past a bound were not followed
 
     def on_close(self, state: FlowState, episode: EpisodeView) -> Outcome:
         sink = f"`{self.sink_tool}`" if self.sink_tool else "any tool"

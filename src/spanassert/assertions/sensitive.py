@@ -142,13 +142,15 @@ class NoSensitiveDataAssertion(Assertion):
         if self.scan_args:
             failure = self._scan(state, call, "arguments", call.arguments_state, call.arguments, None)
         if failure is None and self.scan_results:
-            failure = self._scan(state, call, "result", call.result_state, call.result, call.result_text)
+            failure = self._scan(state, call, "result", call.result_state, call.result, call.result_text,
+                                 cut=call.result_truncated)
         return failure
 
     def _scan(self, state: SensitiveState, call: ToolCall, part: str, content_state: str, value: Any,
-              raw_text: Optional[str]) -> Optional[Failure]:
+              raw_text: Optional[str], cut: bool = False) -> Optional[Failure]:
         if content_state == CONTENT_OK:
             hit, complete = find_in_value(value, self.names)
+            complete = complete and not cut  # only the head of a result cut to the bound was kept
         elif content_state == CONTENT_UNPARSABLE and raw_text is not None and len(raw_text) <= MAX_MATCH_CHARS:
             # Cut short (e.g. truncated JSON): what is there can still be found, but not cleared.
             found = scan(raw_text, self.names)

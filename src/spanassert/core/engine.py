@@ -842,11 +842,13 @@ class Engine:
             args_raw = None
             unreadable = UNREADABLE_TOO_LARGE
             too_large = True
-        if result_raw is not None and type(result_raw) is str and len(result_raw) > limit:
+        cut = result_raw is not None and type(result_raw) is str and len(result_raw) > limit
+        if cut:
             result_raw = result_raw[:limit]
             self.truncated_results += 1
         status = STATUS_ERROR if (status_code == 2 or error_type) else (STATUS_OK if status_code == 1 else STATUS_UNSET)
         call.finish(end_ns, status, error_type, args_raw, result_raw)
+        call.result_truncated = cut
         if too_large:
             call._args_state = CONTENT_UNPARSABLE  # recorded, but not kept: undecidable
         elif (args_raw is not None or call.args_at_start) and call.arguments_state == CONTENT_UNPARSABLE:

@@ -204,6 +204,7 @@ class ToolCall:
         "args_at_start",
         "params",
         "_args_bound",
+        "result_truncated",
     )
 
     def __init__(
@@ -241,6 +242,9 @@ class ToolCall:
         self.args_at_start = False
         self.params: Optional[Tuple[str, ...]] = None
         self._args_bound = False
+        # The recorded result was longer than ``episodes.max_argument_bytes`` and only its head was
+        # kept: what it shows is true, what it does not show is unknown.
+        self.result_truncated = False
 
     def finish(
         self,
@@ -262,6 +266,7 @@ class ToolCall:
             self.args_at_start = False
         self._result_raw = result_raw
         self._result_state = None
+        self.result_truncated = False
         self.ended = True
 
     # -- content, decoded on demand -------------------------------------------------------------
