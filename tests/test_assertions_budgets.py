@@ -119,10 +119,11 @@ S = 1_000_000_000
 
 
 def run_episode(path: str, steps: List[Dict[str, Any]], tool_end_s: float, root_end_s: float,
-                live: List[Any], violations: List[Any], provider_inner: bool = False) -> Dict[str, str]:
+                live: List[Any], violations: List[Any], provider_inner: bool = False,
+                background: bool = False) -> Dict[str, str]:
     config = load_config(RULES)
     proc = AssertionSpanProcessor(config, export=SimpleSpanProcessor(FileSpanExporter(path)), on_episode=live.append,
-                                  on_violation=violations.append, tick_interval=0, background=False)
+                                  on_violation=violations.append, tick_interval=0, background=background)
     tp = TracerProvider(resource=Resource.create({"service.name": "agent"}))
     tp.add_span_processor(proc)
     t = tp.get_tracer("budget")
@@ -150,6 +151,12 @@ def run_episode(path: str, steps: List[Dict[str, Any]], tool_end_s: float, root_
     tool.set_attribute("gen_ai.tool.call.arguments", json.dumps({"q": 1}))
     tool.end(end_time=t0 + int(tool_end_s * S))
     ids["tool"] = format(tool.get_span_context().span_id, "016x")
+    # A span that starts after the tool ended: the live processor judges its start on this thread,
+    # possibly before the tool's queued end; the bound is judged at ends, so the tool stays first.
+    late = t.start_span("chat gpt-4o", context=ctx, start_time=t0 + int((tool_end_s + 0.25) * S),
+                        attributes={"gen_ai.operation.name": "chat", "gen_ai.response.model": "gpt-4o",
+                                    "gen_ai.usage.input_tokens": 0, "gen_ai.usage.output_tokens": 0})
+    late.end(end_time=t0 + int((tool_end_s + 0.5) * S))
     root.end(end_time=t0 + int(root_end_s * S))
     ids["root"] = format(root.get_span_context().span_id, "016x")
     tp.shutdown()
@@ -160,14 +167,16 @@ def verdicts(results: Any) -> Dict[str, str]:
     return {r.test_id: r.verdict.value for r in results}
 
 
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
 @pytest.mark.parametrize("inner", [False, True], ids=["usage on the step", "usage on a folded provider span"])
-def test_budgets_live_equal_replay_and_fail_at_the_crossing_span(tmp_path: Any, inner: bool) -> None:
+def test_budgets_live_equal_replay_and_fail_at_the_crossing_span(tmp_path: Any, inner: bool, background: bool) -> None:
     path = str(tmp_path / "t.jsonl")
     live: List[Any] = []
     vs: List[Any] = []
     steps = [{"gen_ai.usage.input_tokens": 40, "gen_ai.usage.output_tokens": 20, "gen_ai.response.model": "gpt-4o"},
              {"gen_ai.usage.input_tokens": 30, "gen_ai.usage.output_tokens": 20, "gen_ai.response.model": "gpt-4o"}]
-    ids = run_episode(path, steps, tool_end_s=12, root_end_s=13, live=live, violations=vs, provider_inner=inner)
+    ids = run_episode(path, steps, tool_end_s=12, root_end_s=13, live=live, violations=vs, provider_inner=inner,
+                      background=background)
     report = replay(load_config(RULES), [path])
     served = serve_in_process(path, load_config(RULES))
     assert verdicts(live[0].results) == verdicts(report.episodes[0].results) == verdicts(served.episodes[0].results) == {

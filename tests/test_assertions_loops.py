@@ -40,14 +40,14 @@ def test_window_counts_only_recent_calls() -> None:
     assert "within 4 consecutive calls" in run.first.failure.message
 
 
-def test_cycles_of_tool_names_fail_when_the_extra_repetition_starts() -> None:
+def test_cycles_of_tool_names_fail_at_the_end_of_the_call_completing_the_extra_repetition() -> None:
     spec = {"type": "trace_no_repeat", "max": 2}
     calls = [ok("plan", {"i": i}) if i % 2 == 0 else ok("act", {"i": i}) for i in range(6)]
     run = drive(spec, calls)
-    assert [(r.phase, r.position) for r in run.failures] == [("start", 5)]
+    assert [(r.phase, r.position) for r in run.failures] == [("end", 5)]
     assert run.first.failure.message == (
-        "`act` called at call #6 (span 0000000000000006) completes the pattern [plan, act] a 3rd time in a row "
-        "(from call #1); max 2 repetition(s)")
+        "`act` called at call #6 (span 0000000000000006) completes the pattern [plan, act] a 3rd time in a row; "
+        "max 2 repetition(s)")
     three = ["a", "b", "c"] * 3
     run = drive({"type": "trace_no_repeat", "max": 2}, [ok(n, {"i": i}) for i, n in enumerate(three)])
     assert run.first.position == 8 and "[a, b, c]" in run.first.failure.message

@@ -7,7 +7,7 @@ import json
 import os
 import tempfile
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from opentelemetry import trace
 from otlp_file_exporter import FileSpanExporter
@@ -137,8 +137,16 @@ def serve_in_process(path, rules=RULES):
     return receiver.report
 
 
+def _call(tool, amount=None):
+    return {"tool": tool, "amount": amount, "to": "a@ok.org", "error": False, "items": 0, "nested": False,
+            "model_step": False, "usage": None, "note": None}
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(episode, min_size=1, max_size=4))
+# Found by this property: a loop rule judging cycles at starts and repeats at ends named a different
+# first failure live (starts are judged on the agent's thread ahead of queued ends) than in replay.
+@example([[_call("lookup_order", 0), _call("refund"), _call("lookup_order", 0), _call("refund")]])
 def test_live_replay_and_serve_give_identical_verdicts_and_violations(episodes):
     live_eps, live_vs = [], []
     with tempfile.TemporaryDirectory() as d:

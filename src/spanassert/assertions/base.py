@@ -12,7 +12,7 @@ An assertion type is one class in one module of this package:
 - ``ineffective_reason()``: a sentence when the assertion cannot fail (then it is refused with
   ``E_ASSERT_INEFFECTIVE`` unless ``--allow-ineffective-assertions``).
 - Live evaluation, per episode: ``new_state()`` then ``on_call_start`` / ``on_call_end`` /
-  ``on_step`` / ``on_step_end`` (a model step's usage) / ``on_time`` (a span's start or end time)
+  ``on_step`` / ``on_step_end`` (a model step's usage) / ``on_time`` (a span's end time)
   (each may return a :class:`Failure` at the offending call or span: safety rules fail early),
   and ``on_close`` for the final :class:`Outcome` (liveness rules decide here). State is O(1) or
   O(rule size): never re-scan the episode.
@@ -425,9 +425,9 @@ class Assertion:
         return None
 
     def on_time(self, state: Any, ns: int, episode: EpisodeView) -> Optional[Failure]:
-        """A span of the episode (agent, model step or tool call) started or ended at ``ns`` (span
-        timestamps, never the wall clock); ``episode.start_ns``/``end_ns`` hold the span time so
-        far. The engine calls it only for rules that override it."""
+        """A span of the episode (agent, model step or tool call) ended at ``ns`` (span timestamps,
+        never the wall clock); ``episode.start_ns``/``end_ns`` hold the span time so far (starts
+        included). The engine calls it only for rules that override it."""
         return None
 
     def on_close(self, state: Any, episode: EpisodeView) -> Outcome:

@@ -197,7 +197,8 @@ class MaxDurationAssertion(Assertion):
         "The episode's span time may be at most `max` (seconds, or a string such as \"90s\", \"5m\"): "
         "from the earliest start to the latest start or end of its agent, model and tool spans, judged "
         "from span timestamps, never the wall clock. A safety rule: it fails at the first span that "
-        "starts or ends past the limit (and at close), once per episode. Inconclusive when the episode "
+        "ends past the limit (a span that starts past it ends past it too), and at close for spans "
+        "that never ended, once per episode. Inconclusive when the episode "
         "closed before it finished without going over. An infinite `max` is refused."
     )
     fields = {

@@ -9,9 +9,10 @@ Two ways an agent goes round in circles, both judged incrementally:
   :data:`MAX_DISTINCT_CALLS` of them (episode-wide) or ``window`` of them (windowed); past the cap
   new calls are not counted, and a pass becomes ``inconclusive``.
 - *cycles*: a short pattern of tool names (A-B, A-B-C, up to ``cycle_length`` calls, the pattern not
-  itself a repetition) repeated back to back more than ``max`` times. Judged on names in start
-  order, so it fails when the call that completes the extra repetition *starts*. State: the last
-  ``cycle_length`` names and one run length per pattern length.
+  itself a repetition) repeated back to back more than ``max`` times. Judged on names in the order
+  calls end (as repeats are, so that the two never race: the live processor judges starts on the
+  agent's thread ahead of queued ends), failing at the end of the call that completes the extra
+  repetition. State: the last ``cycle_length`` names and one run length per pattern length.
 """
 from __future__ import annotations
 
@@ -70,8 +71,8 @@ class NoRepeatAssertion(Assertion):
         "Loops. The same tool with the same arguments (canonical JSON) may occur at most `max` times in "
         "the episode, or within any `window` consecutive calls when `window` is given; and no pattern "
         "of 2 to `cycle_length` tool names (A-B-A-B...) may repeat back to back more than `max` times. "
-        "A safety rule: a repeat fails at the call that goes over, when its arguments are known (span "
-        "end); a cycle fails when the call that completes the extra repetition starts. Only hashes are "
+        "A safety rule: both are judged in the order calls end; a repeat fails at the call that goes over, "
+        "a cycle at the call that completes the extra repetition. Only hashes are "
         "kept, for at most 4096 distinct calls per episode; past that cap a pass is inconclusive. Also "
         "inconclusive when a call's arguments were not recorded, or when the episode closed before it "
         "finished. A `max` no episode reaches, or a `window` no larger than `max` with cycles off, is "
@@ -111,11 +112,12 @@ class NoRepeatAssertion(Assertion):
     def new_state(self) -> NoRepeatState:
         return NoRepeatState(self.window, self.cycle_length)
 
-    # -- cycles, on names at start ---------------------------------------------------------------------
     def on_call_start(self, state: NoRepeatState, call: ToolCall) -> Optional[Failure]:
         state.open += 1
-        if not self.cycle_length:
-            return None
+        return None
+
+    # -- cycles, on names -------------------------------------------------------------------------------
+    def _cycle(self, state: NoRepeatState, call: ToolCall) -> Optional[Failure]:
         names = state.names
         runs = state.runs
         for p in range(2, self.cycle_length + 1):
@@ -124,27 +126,33 @@ class NoRepeatAssertion(Assertion):
             else:
                 runs[p] = 0
         names.append(call.name)
-        if not state.cycled:
-            for p in range(2, self.cycle_length + 1):
-                if runs[p] >= p * self.max and runs[p] % p == 0:
-                    pattern = list(names)[-p:]
-                    if not _primitive(pattern):
-                        continue
-                    reps = runs[p] // p + 1
-                    first = call.index + 1 - p * reps + 1
-                    message = (
-                        f"`{call.name}` called at {call_ref(call)} completes the pattern [{', '.join(pattern)}] "
-                        f"a {_ordinal(reps)} time in a row (from call #{first}); max {self.max} repetition(s)"
-                    )
-                    state.cycled = True
-                    if state.first_failure is None:
-                        state.first_failure = call_ref(call)
-                    return Failure.at(call, message)
+        if state.cycled:
+            return None
+        for p in range(2, self.cycle_length + 1):
+            if runs[p] >= p * self.max and runs[p] % p == 0:
+                pattern = list(names)[-p:]
+                if not _primitive(pattern):
+                    continue
+                reps = runs[p] // p + 1
+                state.cycled = True
+                if state.first_failure is None:
+                    state.first_failure = call_ref(call)
+                return Failure.at(
+                    call,
+                    f"`{call.name}` called at {call_ref(call)} completes the pattern [{', '.join(pattern)}] "
+                    f"a {_ordinal(reps)} time in a row; max {self.max} repetition(s)",
+                )
         return None
 
-    # -- repeats, on arguments at end ------------------------------------------------------------------
+    # -- both, when a call ends ---------------------------------------------------------------------------
     def on_call_end(self, state: NoRepeatState, call: ToolCall) -> Optional[Failure]:
+        # Everything is judged at call ends, in the order calls end: every door sees ends in that
+        # order (the live processor positions starts on the agent's thread, ahead of queued ends).
         state.open = max(0, state.open - 1)
+        cycle = self._cycle(state, call) if self.cycle_length else None
+        return self._repeat(state, call) or cycle
+
+    def _repeat(self, state: NoRepeatState, call: ToolCall) -> Optional[Failure]:
         if call.arguments_state != CONTENT_OK:
             state.undecided += 1
             return None

@@ -441,7 +441,7 @@ class Engine:
             else:
                 positioned = False  # the name may only be set later; the call is positioned when its span ends
         if ep.plan.time_slots:
-            self._time(ep, start_ns, span_id)
+            self._time(ep, start_ns, span_id, judge=False)
         ep.eval_s += _clock() - t0
         return positioned
 
@@ -969,13 +969,19 @@ class Engine:
             if f is not None:
                 self._fail(ep, slot, f, span_id)
 
-    def _time(self, ep: Episode, ns: int, span_id: str) -> None:
-        """A span of the episode started or ended at ``ns``: the rules on span time see it (``on_time``)."""
+    def _time(self, ep: Episode, ns: int, span_id: str, judge: bool = True) -> None:
+        """A span of the episode started or ended at ``ns``: the episode's span time takes it in, and
+        at span ends the rules on span time judge it (``on_time``). Only at ends: the live processor
+        positions starts on the agent's thread ahead of queued ends, so starts and ends reach the
+        engine in different orders in different doors, while ends alone keep one order everywhere
+        (and a span that starts past a bound ends past it, or the close judges it)."""
         view = ep.view
         if view.start_ns is None or ns < view.start_ns:
             view.start_ns = ns
         if view.end_ns is None or ns > view.end_ns:
             view.end_ns = ns
+        if not judge:
+            return
         plan = ep.plan
         for i in plan.time_slots:
             slot = plan.slots[i]
