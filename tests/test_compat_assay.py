@@ -43,10 +43,11 @@ def _write_trace(path: Path, episodes: "list[tuple[str, list[str]]]") -> None:
     tp.add_span_processor(SimpleSpanProcessor(exporter))
     t = tp.get_tracer("compat")
     for prompt, tools in episodes:
-        messages = json.dumps([{"role": "user", "parts": [{"type": "text", "content": prompt}]}])
-        with t.start_as_current_span("invoke_agent support", attributes={
-                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support",
-                "gen_ai.input.messages": messages}):
+        attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}
+        if prompt:
+            attributes["gen_ai.input.messages"] = json.dumps(
+                [{"role": "user", "parts": [{"type": "text", "content": prompt}]}])
+        with t.start_as_current_span("invoke_agent support", attributes=attributes):
             for name in tools:
                 with t.start_as_current_span(f"execute_tool {name}", attributes={
                         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
@@ -91,3 +92,51 @@ def test_expected_and_first_assertion_have_a_coverage_row_each(tmp_path: Path) -
     text = run("replay", "-c", str(rules), str(trace), cwd=tmp_path).stdout
     cov = text[text.index("Coverage"):]
     assert "refund_flow tool_blocklist #0" in cov and "refund_flow trace_must_call_tool #1" in cov
+
+
+PROMPTS = """\
+version: 1
+tests:
+  - id: weather
+    input:
+      prompt: "What is the weather in Tokyo?"
+    assertions:
+      - type: trace_must_call_tool
+        tool: lookup_order
+  - id: refund
+    input:
+      prompt: "Refund order 7"
+    assertions:
+      - type: trace_must_call_tool
+        tool: lookup_order
+"""
+
+
+def test_a_test_whose_prompt_names_no_episode_is_reported(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(PROMPTS)
+    trace = tmp_path / "t.jsonl"
+    _write_trace(trace, [("Refund order 7", ["lookup_order"])])
+    p = run("replay", "-c", str(rules), "--format", "json", str(trace), cwd=tmp_path)
+    # our decision: the verdicts stand (every test is judged on every episode; `match:` selects),
+    # so the exit code follows them; the report names the test whose prompt matched no episode
+    assert p.returncode == 0, p.stdout + p.stderr
+    report = json.loads(p.stdout)
+    assert [(u["test"], u["prompt"]) for u in report["unmatched_inputs"]] == [
+        ("weather", "What is the weather in Tokyo?")]
+    assert "1 trace(s) recorded a user message" in report["unmatched_inputs"][0]["reason"]
+    text = run("replay", "-c", str(rules), str(trace), cwd=tmp_path).stdout
+    assert "weather: input.prompt 'What is the weather in Tokyo?' names no episode in the input" in text
+    assert "refund: input.prompt" not in text
+
+
+def test_prompts_that_were_never_recorded_are_reported_as_unmatchable(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(PROMPTS)
+    trace = tmp_path / "t.jsonl"
+    _write_trace(trace, [("", ["lookup_order"])])  # no user message recorded (content capture off)
+    p = run("replay", "-c", str(rules), "--format", "json", str(trace), cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    unmatched = json.loads(p.stdout)["unmatched_inputs"]
+    assert [u["test"] for u in unmatched] == ["weather", "refund"]
+    assert all("no span recorded a user message" in u["reason"] for u in unmatched)

@@ -3,7 +3,7 @@ coverage. Replay returns it; serve keeps one per rules file; report/ renders it.
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from ..config.model import Config
 from .engine import Sink
@@ -70,6 +70,32 @@ class NearMiss:
                 "line": self.position[0] if self.position else None}
 
 
+class InputPrompts:
+    """Assay tests name their episode by ``input.prompt``; spanassert judges every test on every
+    episode (``match:`` selects), so a prompt that names no episode changes no verdict, but the
+    report says so. ``wanted``: the prompts the tests name; ``found``: those some trace's user
+    message equals; ``traces_with_prompt``: traces that recorded any user message."""
+
+    __slots__ = ("wanted", "found", "traces_with_prompt")
+
+    def __init__(self, wanted: Set[str]) -> None:
+        self.wanted = wanted
+        self.found: Set[str] = set()
+        self.traces_with_prompt = 0
+
+    @classmethod
+    def of(cls, config: Config) -> Optional["InputPrompts"]:
+        wanted = {p for p in (_test_prompt(t) for t in config.tests) if p is not None}
+        return cls(wanted) if wanted else None
+
+
+def _test_prompt(test: Any) -> Optional[str]:
+    raw = test.input
+    if isinstance(raw, Mapping):
+        raw = raw.get("prompt")
+    return raw if isinstance(raw, str) and raw else None
+
+
 class Report:
     """Everything a replay found: episode results, violations, input issues and rule coverage."""
 
@@ -98,6 +124,9 @@ class Report:
         # (start ns, end ns, tool, span id), and, for attribute-keyed episodes, key -> trace ids.
         self.calls: Optional[Dict[str, List[Tuple[int, int, str, str]]]] = None
         self.key_traces: Dict[str, List[str]] = {}
+        # The `input.prompt`s the tests name, and which of them some episode's user message equals:
+        # set and filled by replay only (None elsewhere, and when no test names a prompt).
+        self.inputs: Optional[InputPrompts] = None
         for t in config.tests:
             for a in t.trace_assertions:
                 key = (t.id, a.index)
@@ -214,7 +243,26 @@ class Report:
             "issues": [_issue_dict(i) for i in self.issues],
             "overflows": dict(self.overflows),
             "near_misses": [m.to_dict() for m in self.near_misses()],
+            "unmatched_inputs": self.unmatched_inputs(),
         }
+
+    def unmatched_inputs(self) -> List[Dict[str, Any]]:
+        """Tests whose ``input.prompt`` names no episode in the input (Assay's "trace missing").
+        Their verdicts stand: every test is judged on every episode its ``match`` selects."""
+        inputs = self.inputs
+        if inputs is None or (not self.episodes and not self.spans_read):
+            return []
+        if inputs.traces_with_prompt:
+            why = (f"no episode's user message equals it ({inputs.traces_with_prompt} trace(s) recorded "
+                   "a user message)")
+        else:
+            why = "no span recorded a user message (gen_ai.input.messages or input.value), so it cannot be matched"
+        out = []
+        for t in self.config.tests:
+            prompt = _test_prompt(t)
+            if prompt is not None and prompt not in inputs.found:
+                out.append({"test": t.id, "prompt": prompt[:200], "reason": why})
+        return out
 
     def near_misses(self) -> List[NearMiss]:
         """Exact tool names in the rules that matched no call while a call's name differs from them

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 # Keys of the wrapper the Traceloop LangChain callback writes around a tool's input / output.
 _LANGCHAIN_INPUT_KEYS = frozenset(("input_str", "tags", "metadata", "inputs", "kwargs"))
@@ -203,6 +203,22 @@ def assistant_text(value: Any) -> Optional[str]:
         return "".join(texts)
     content = chosen.get("content")  # older {role, content} message shape
     return content if isinstance(content, str) else None
+
+
+def user_texts(value: Any) -> List[str]:
+    """The text of every user message in a messages value (text parts joined per message)."""
+    messages = _messages(value)
+    out: List[str] = []
+    for message in messages or ():
+        if not isinstance(message, Mapping) or message.get("role") != "user":
+            continue
+        texts = [p.get("content", p.get("text")) for p in _parts(message) if p.get("type") == "text"]
+        joined = "".join(t for t in texts if isinstance(t, str))
+        if not texts and isinstance(message.get("content"), str):  # older {role, content} shape
+            joined = message["content"]
+        if joined:
+            out.append(joined)
+    return out
 
 
 def as_text(value: Any) -> Optional[str]:

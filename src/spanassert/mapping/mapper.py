@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gc
 from types import MappingProxyType
-from typing import Any, Callable, Dict, FrozenSet, Iterable, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..config.model import MappingRule
 from . import _content as content
@@ -494,6 +494,17 @@ class Mapper:
             if name.endswith(suffix):
                 return _text(name[: -len(suffix)])
         return None
+
+    def user_prompts(self, attributes: Mapping[str, Any]) -> List[str]:
+        """The user messages a span recorded (``gen_ai.input.messages``; OpenInference's
+        ``input.value`` as text): what an Assay test's ``input.prompt`` names."""
+        get = lookup(attributes)
+        value = get(GENAI_INPUT_MESSAGES)
+        if value is not None:
+            return content.user_texts(value)
+        value = get(OI_INPUT)
+        text = content.as_text(value) if value is not None else None
+        return [text] if text else []
 
     def final_output(self, attributes: Mapping[str, Any], events: Iterable[Any] = ()) -> Optional[str]:
         """The agent's final answer text, or None when the span did not record it."""

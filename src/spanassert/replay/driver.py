@@ -14,7 +14,7 @@ from ..config.model import Config
 from ..core.assembly import TraceBuffer, feed_trace
 from ..core.engine import Engine, SpanOutcome
 from ..core.model import CloseReason, SpanRecord
-from ..core.report import Report, ReportSink
+from ..core.report import InputPrompts, Report, ReportSink
 from ..core.results import EpisodeResult
 
 # Spans read after a trace's last span before it is judged complete. Exporters write a trace's
@@ -40,6 +40,8 @@ class _Run:
                  max_spans_per_trace: int = MAX_SPANS_PER_TRACE) -> None:
         config = report.config
         self.report = report
+        if report.inputs is None:
+            report.inputs = InputPrompts.of(config)
         self.engine = Engine(config, ReportSink(report, on_episode))
         self.buffer = TraceBuffer(settle=settle_spans, max_traces=max(config.episodes.max_open, 1) * 4,
                                   max_spans_per_trace=max_spans_per_trace)
@@ -55,6 +57,8 @@ class _Run:
             times[tid] = (first, last)
         if self.report.calls is not None and trace:
             self._log_calls(trace)
+        if self.report.inputs is not None and trace:
+            self._note_prompts(trace)
         sources = self.report.sources
         if sources is None:
             feed_trace(self.engine, trace)
@@ -66,6 +70,20 @@ class _Run:
                 sources[(record.trace_id, record.span_id)] = record.source
 
         feed_trace(self.engine, trace, remember)
+
+    def _note_prompts(self, trace: List[SpanRecord]) -> None:
+        """Which tests' ``input.prompt`` this trace's user messages name (no verdict reads this)."""
+        inputs = self.report.inputs
+        assert inputs is not None
+        mapper = self.engine.mapper
+        recorded = False
+        for r in trace:
+            for text in mapper.user_prompts(r.attributes):
+                recorded = True
+                if text in inputs.wanted:
+                    inputs.found.add(text)
+        if recorded:
+            inputs.traces_with_prompt += 1
 
     def _log_calls(self, trace: List[SpanRecord]) -> None:
         """Remember the trace's tool calls for the report's timelines (no verdict reads this)."""

@@ -123,6 +123,12 @@ def render_text(report: Report, *, quiet: bool = False, baseline: Optional[Basel
         out.append("Near misses (a rule's tool name matched no call; a call's name differs only by case or "
                    "separators):")
         out.extend(f"  {m.test_id} {m.assertion_type}: {m.describe()}" for m in near)
+    unmatched = report.unmatched_inputs()
+    if unmatched:
+        out.append("")
+        out.append("Inputs naming no episode (the tests were still judged on every episode; `match:` selects):")
+        out.extend(f"  {u['test']}: input.prompt {u['prompt']!r} names no episode in the input: "
+                   f"{u['reason']}" for u in unmatched)
     if baseline is not None:
         out.append("")
         out.extend(_baseline_lines(baseline))
