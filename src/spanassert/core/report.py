@@ -84,7 +84,7 @@ class InputPrompts:
         self.traces_with_prompt = 0
 
     @classmethod
-    def of(cls, config: Config) -> Optional["InputPrompts"]:
+    def of(cls, config: Config) -> Optional[InputPrompts]:
         wanted = {p for p in (_test_prompt(t) for t in config.tests) if p is not None}
         return cls(wanted) if wanted else None
 
