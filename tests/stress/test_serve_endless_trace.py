@@ -104,8 +104,10 @@ def test_an_endless_trace_is_released_in_bounded_pieces_and_slows_no_one(sizes: 
                 f"{report['receiver']['traces_released_early']} early releases")
     assert code == 0
     assert set(statuses) == {200} and set(endless_statuses) == {200}
-    # Per-trace state is bounded: never more than the span bound of the endless trace buffered.
-    assert peak["buffered_spans"] <= CAP + 200
+    # Per-trace state is bounded: never more buffered than the endless trace's span bound plus the
+    # other clients' episodes (3 spans each; how many wait out --settle at once depends on their rate,
+    # so all of them is the bound), however many of the endless trace's spans arrive.
+    assert peak["buffered_spans"] <= CAP + 3 * normal
     assert grown < 120 * (1 << 20)
     assert report["receiver"]["traces_released_early"] >= requests * per_request // CAP - 1
     # Other clients' episodes: every one decided, the forbidden call failed.
