@@ -55,11 +55,17 @@ RULES_SPEC = [
     {"id": "must-search", "assertions": [{"type": "trace_must_call_tool", "tool": "search"}]},
     {"id": "search-then-refund", "assertions": [
         {"type": "trace_tool_sequence", "sequence": ["search", "refund"], "allow_other_tools": True}]},
+    # Met on part of the evidence, broken by calls not seen: an earlier call before the search, a
+    # later call after the lookup.
+    {"id": "starts-with-search", "assertions": [
+        {"type": "trace_trajectory", "expected": ["search"], "mode": "prefix"}]},
+    {"id": "ends-with-lookup", "assertions": [{"type": "trace_final_tool", "tool": "lookup"}]},
     {"id": "shadow-no-lookup", "mode": "shadow",
      "assertions": [{"type": "trace_must_not_call_tool", "tool": "lookup"}]},
 ]
 RULES = build_config(RULES_SPEC)
-ENFORCED = ["no-delete", "max-refund", "refund-args", "must-search", "search-then-refund"]
+ENFORCED = ["no-delete", "max-refund", "refund-args", "must-search", "search-then-refund", "starts-with-search",
+            "ends-with-lookup"]
 
 call = st.fixed_dictionaries({
     "tool": st.sampled_from(TOOLS),
@@ -190,6 +196,8 @@ def rests_on_kept(rule: str, kept: List[ReadableSpan]) -> bool:
     if rule == "refund-args":
         return any(_tool(s) == "refund" and '"amount": 500' in str((s.attributes or {}).get(
             "gen_ai.tool.call.arguments")) for s in kept)
+    if rule in ("starts-with-search", "ends-with-lookup"):
+        return False  # removing the calls before the first search, or after the last lookup, satisfies them
     return True  # must-search, search-then-refund: removing, repeating or reordering spans cannot satisfy them
 
 

@@ -113,6 +113,70 @@ def test_1_replay_of_a_rotated_file_without_the_root_fails_the_forbidden_call(tm
     assert "root not seen" in outcome.summary()
 
 
+ORDER_RULES = """\
+version: 1
+tests:
+  - id: refund-then-receipt
+    expected:
+      type: sequence_valid
+      rules: [{type: after, trigger: refund, then: receipt, within: 1}]
+  - id: policy-first
+    expected:
+      type: sequence_valid
+      rules: [{type: before, first: policy, then: refund}]
+  - id: receipt-early
+    expected:
+      type: sequence_valid
+      rules: [{type: eventually, tool: receipt, within: 2}]
+  - id: ends-with-receipt
+    assertions: [{type: trace_final_tool, tool: receipt}]
+  - id: suffix
+    assertions: [{type: trace_trajectory, expected: [refund, receipt], mode: suffix}]
+  - id: prefix
+    assertions: [{type: trace_trajectory, expected: [policy, refund], mode: prefix}]
+  - id: must-refund
+    assertions: [{type: trace_must_call_tool, tool: refund}]
+  - id: contains
+    assertions: [{type: trace_trajectory, expected: [refund, receipt], mode: contains}]
+"""
+
+
+def test_1_a_met_rule_that_unseen_calls_could_break_is_not_passed_on_a_rotated_file(tmp_path: Path) -> None:
+    """The whole trace breaks every order rule with calls the rotated file does not hold (a refund
+    before the policy, a last refund without its receipt). Replayed alone, the file's calls meet
+    each rule, but its root was not seen: a pass that an unseen call could break is inconclusive;
+    only passes that no further call can undo (at least one refund; refund then receipt in order)
+    stand."""
+    full = tmp_path / "full.jsonl"
+
+    def play(tracer: Any) -> None:
+        with tracer.start_as_current_span("invoke_agent ops", attributes=AGENT):
+            for name in ("refund", "policy", "refund", "receipt", "refund"):
+                _tool(tracer, name)
+                time.sleep(0.001)
+
+    _write(full, play)
+    lines = full.read_text().splitlines(keepends=True)
+    assert len(lines) == 6 and '"invoke_agent ops"' in lines[-1]
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(ORDER_RULES)
+    whole = _json_report(spanassert(str(full), "--config", str(rules), "--format", "json"))
+    assert _verdicts(whole["episodes"][0]) == {
+        "refund-then-receipt": "failed", "policy-first": "failed", "receipt-early": "failed",
+        "ends-with-receipt": "failed", "suffix": "failed", "prefix": "failed",
+        "must-refund": "passed", "contains": "passed"}
+    rotated = tmp_path / "rotated-2.jsonl"
+    rotated.write_text("".join(lines[1:4]))  # policy, refund, receipt: the middle of the trace
+    result = spanassert(str(rotated), "--config", str(rules), "--format", "json")
+    [episode] = _json_report(result)["episodes"]
+    assert episode["incomplete"] == ["root not seen"]
+    # `receipt-early` fails on what was seen: unseen calls can only move the receipt later.
+    assert _verdicts(episode) == {
+        "refund-then-receipt": "inconclusive", "policy-first": "inconclusive", "receipt-early": "failed",
+        "ends-with-receipt": "inconclusive", "suffix": "inconclusive", "prefix": "inconclusive",
+        "must-refund": "passed", "contains": "passed"}
+
+
 def test_1_live_tool_spans_that_are_their_own_local_roots_are_one_episode() -> None:
     """An MCP server's process: each `tools/call` span's parent is the agent's span in another
     process, so each is a local root of the same trace. None of them is "late": every call is

@@ -349,6 +349,12 @@ class Assertion:
     # True when a failure at a call depends on that call alone: serve checks such rules on each
     # tool span as it arrives, before the trace is assembled (Engine.precheck).
     order_free: ClassVar[bool] = False
+    # True when a pass on the calls seen stays a pass whatever calls were not seen: more calls,
+    # anywhere in the episode, cannot break it (at least N calls of a tool; an ordered subsequence).
+    # In an episode whose evidence is incomplete (root not seen, spans dropped) only such a pass
+    # stands; every other pass becomes inconclusive (`every trigger is followed by ...`, `the last
+    # call is ...`, `among the first N calls` can all be broken by a call that was not seen).
+    pass_survives_unseen_calls: bool = False
     # Which calls this assertion reacts to: a set of tool names, or None for every call; and the
     # calls whose whole name matches ``tool_pattern`` (the `tool_pattern:` field), if any.
     tools: Optional[FrozenSet[str]] = None
@@ -363,7 +369,8 @@ class Assertion:
     reports_at_start: bool = False
 
     CAPABILITIES: ClassVar[Tuple[str, ...]] = (
-        "decides_on_close", "order_free", "tools", "tool_pattern", "needs", "wants_steps", "reports_at_start",
+        "decides_on_close", "order_free", "pass_survives_unseen_calls",
+        "tools", "tool_pattern", "needs", "wants_steps", "reports_at_start",
     )
 
     # -- identity, set by __init__ ----------------------------------------------------------------

@@ -43,6 +43,9 @@ class _Matcher:
 
     # Whether the matcher must see every call (exact, prefix) or only calls of expected tools.
     needs_all_calls = False
+    # Whether a match stays a match when calls are inserted anywhere (ordered subsequence, subset):
+    # Assertion.pass_survives_unseen_calls.
+    survives_unseen_calls = False
 
     def __init__(self, expected: List[str]) -> None:
         self.expected = list(expected)
@@ -124,6 +127,7 @@ class PrefixMatcher(_Matcher):
 
 
 class OrderedMatcher(_Matcher):
+    survives_unseen_calls = True
     def on_call(self, state: SequenceState, call: ToolCall) -> Optional[str]:
         # Greedy: matching the earliest occurrence never loses a subsequence that exists.
         if state.pos < len(self.expected) and call.name == self.expected[state.pos]:
@@ -145,6 +149,7 @@ class OrderedMatcher(_Matcher):
 
 
 class SubsetMatcher(_Matcher):
+    survives_unseen_calls = True
     def new_state(self) -> SequenceState:
         return SequenceState(set(self.expected))
 
@@ -210,6 +215,7 @@ class _OrderAssertion(Assertion):
 
     def _use(self, matcher: _Matcher, ctx: BuildContext, field: str) -> None:
         self.matcher = matcher
+        self.pass_survives_unseen_calls = matcher.survives_unseen_calls
         self.tools = None if matcher.needs_all_calls else frozenset(matcher.expected)
         for i, name in enumerate(matcher.expected):
             warn_tool_name(ctx, name, f"{field}[{i}]", instead=_PATTERN_INSTEAD)

@@ -42,6 +42,7 @@ class MustCallState:
 class MustCallToolAssertion(Assertion):
     type_name = "trace_must_call_tool"
     decides_on_close = True
+    pass_survives_unseen_calls = True  # calls that were not seen cannot undo the count reached
     doc = (
         "The episode must contain at least `min_calls` calls of `tool` (exact name), optionally only "
         "calls whose arguments match `args_match`. Errored calls count. A liveness rule: decided when "

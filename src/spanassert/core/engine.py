@@ -1118,15 +1118,20 @@ class Engine:
         """A pass that rests on data we did not see is not a pass."""
         if view.close_reason is CloseReason.INTERNAL_ERROR:
             return Verdict.INCONCLUSIVE, "judging this episode raised an internal error; the rest of it was not judged"
-        if view.incomplete and (not slot.assertion.decides_on_close or OUT_OF_ORDER in view.incomplete):
-            # A safety rule never broke in what was seen; the part not seen could break it.
+        a = slot.assertion
+        if view.incomplete and (not a.pass_survives_unseen_calls or OUT_OF_ORDER in view.incomplete):
+            # A safety rule never broke in what was seen, or a liveness rule that calls not seen
+            # could still break was met: the part not seen could break it.
             return Verdict.INCONCLUSIVE, "no violation seen, but the evidence is incomplete (" + \
                 "; ".join(view.incomplete) + ")"
+        if view.late_calls and a.decides_on_close and not a.pass_survives_unseen_calls:
+            return Verdict.INCONCLUSIVE, (
+                f"{view.late_calls} call(s) arrived after the episode closed; this rule was decided without them"
+            )
         if view.unreadable_calls:
             return Verdict.INCONCLUSIVE, (
                 f"{view.unreadable_calls} tool span(s) could not be read (no tool name or unreadable content)"
             )
-        a = slot.assertion
         if in_flight and slot.content_needed:
             pending = [c for c in in_flight if a.applies_to(c.name)]
             if pending:
@@ -1174,13 +1179,12 @@ class Engine:
         call = ToolCall(tool, span_id=span_id, trace_id=trace_id, parent_span_id=parent_id, start_ns=start_ns,
                         index=ep.view.call_count, call_id=self.mapper.call_id(attributes))
         ep.view.call_count += 1
-        unordered = False
+        ep.view.late_calls += 1
         if start_ns >= ep.last_call_ns:
             ep.last_call_ns = start_ns
         elif OUT_OF_ORDER not in (ep.view.incomplete or ()):
             # It started before calls already judged: rules on the order of calls saw it out of order.
             self._mark_incomplete(ep, [OUT_OF_ORDER], True)
-            unordered = True
         out: List[Violation] = []
         safety = [i for i in plan.tool_plan(tool).targets if not plan.slots[i].assertion.decides_on_close]
         for i in safety:
@@ -1204,8 +1208,9 @@ class Engine:
                     if v is not None:
                         out.append(v)
         ep.marks = None
-        if out or unordered:
-            self._amend(ep, late=True)
+        # Always: a met liveness rule that this call could break (the last call is ..., every trigger
+        # is followed by ...) was decided without it; _amend says so only when a verdict changed.
+        self._amend(ep, late=True)
         return SpanOutcome(out, None) if out else None
 
     def _amend(self, ep: Episode, late: bool = False) -> None:

@@ -451,6 +451,7 @@ class EpisodeView:
         "end_ns",
         "incomplete",
         "results_truncated",
+        "late_calls",
     )
 
     def __init__(self) -> None:
@@ -477,6 +478,9 @@ class EpisodeView:
         # Why the evidence is incomplete ("root not seen", spans over a cap): never decidable.
         self.incomplete: Optional[List[str]] = None
         self.results_truncated = 0  # tool results cut to max_argument_bytes (their rules: inconclusive)
+        # Calls that arrived after the episode closed: safety rules judge them; a liveness rule that
+        # was met without them, and that more calls could break, is no longer a pass.
+        self.late_calls = 0
 
 
 class ModelStep:
