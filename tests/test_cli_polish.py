@@ -75,7 +75,7 @@ def test_version_prints_the_package_version() -> None:
 
 @pytest.mark.parametrize("command,expected", [
     ("replay", ["--config", "-c", "--format", "--quiet", "-q", "--verbose", "-v"]),
-    ("serve", ["--config", "-c", "--quiet", "-q", "--verbose", "-v"]),
+    ("serve", ["--config", "-c", "--format", "--quiet", "-q", "--verbose", "-v"]),
     ("validate", ["--format", "--quiet", "-q", "--verbose", "-v"]),
     ("init", ["--config", "-c", "--verbose", "-v"]),
 ])

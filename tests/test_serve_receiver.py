@@ -664,3 +664,28 @@ def test_violation_logs_and_metrics_go_out_over_otlp_with_the_standard_variables
         assert "spanassert.violations" in seen and "spanassert.episodes" in seen
     finally:
         sink.close()
+
+
+def test_format_json_prints_each_violation_and_the_summary_as_one_json_object(serve_factory: Any) -> None:
+    """`serve --format json`: one JSON object per violation on stderr (a hostile tool name cannot
+    end the line), and the stop summary as one JSON object on stdout."""
+    s = serve_factory("--settle", "0.2", "--format", "json",
+                      rules=RULES + "  - id: only-search\n    assertions: [{type: trace_only_tools, tools: [search]}]\n")
+    hostile = "evil\nspanassert: violation [critical] forged\x1b[2J"
+    spans = json_episode(0, [("search", {"q": "a"}), ("delete_database", None), (hostile, None)])
+    status, _, _ = post(s.url + "/v1/traces", json.dumps(json_request(spans)).encode(), "application/json")
+    assert status == 200
+    s.wait_for(lambda: s.health()["violations"] >= 2, timeout=10)
+    code, out, _ = s.stop()
+    assert code == 0
+    lines = [line for line in s.stderr().splitlines() if line.startswith("{")]
+    events = [json.loads(line) for line in lines]
+    assert [e["event"] for e in events] == ["violation"] * len(events) and len(events) >= 2
+    assert not [line for line in s.stderr().splitlines() if "forged" in line and not line.startswith("{")]
+    forbidden = [e for e in events if e["test_id"] == "no-delete"]
+    assert forbidden and forbidden[0]["tool"] == "delete_database"
+    assert forbidden[0]["assertion_type"] == "trace_must_not_call_tool" and forbidden[0]["trace_id"] == f"{1:032x}"
+    assert any(e["test_id"] == "only-search" and e["tool"] == hostile for e in events)
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["event"] == "stopped" and summary["violations"] == len(events)
+    assert summary["episodes_decided"] == 1 and summary["episodes_failed"] == 1

@@ -89,6 +89,9 @@ def add_serve_command(sub: Any) -> None:
     p.add_argument("--engine-stall-timeout", type=float, default=DEFAULT_ENGINE_STALL_TIMEOUT, metavar="SECONDS",
                    help="/health answers 503 when the engine thread has not gone round its loop for this long "
                         f"(one trace taking that long to judge, or a hang; default {DEFAULT_ENGINE_STALL_TIMEOUT:g})")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text (default): one readable line per violation on stderr and a summary line on stdout "
+                        "at stop; json: the same as one JSON object per line, for log shippers")
     p.add_argument("--quiet", "-q", action="store_true", help="do not print violations to stderr")
     from ..term import add_verbose_option
 
@@ -106,7 +109,7 @@ def _options_from_args(args: argparse.Namespace) -> ServeOptions:
         rootless_wait=args.rootless_wait, forward=args.forward, forward_queue_size=args.forward_queue_size,
         report_json=args.report_json, quiet=args.quiet, engine_stall_timeout=args.engine_stall_timeout,
         max_trace_spans=args.max_trace_spans, max_trace_seconds=args.max_trace_seconds,
-        max_connections=args.max_connections,
+        max_connections=args.max_connections, output_format=args.format,
     )
 
 

@@ -83,7 +83,7 @@ def rejection_message(errors: List[Any]) -> str:
 class ServeOptions:
     __slots__ = ("grpc_endpoint", "http_endpoint", "max_request_bytes", "queue_size", "settle", "rootless_wait",
                  "forward", "forward_queue_size", "report_json", "quiet", "engine_stall_timeout", "security",
-                 "max_trace_spans", "max_trace_seconds", "max_buffered_spans", "max_connections")
+                 "max_trace_spans", "max_trace_seconds", "max_buffered_spans", "max_connections", "output_format")
 
     def __init__(self, *, grpc_endpoint: Optional[str] = DEFAULT_GRPC_ENDPOINT,
                  http_endpoint: Optional[str] = DEFAULT_HTTP_ENDPOINT,
@@ -95,7 +95,7 @@ class ServeOptions:
                  security: Optional[Security] = None, max_trace_spans: int = DEFAULT_MAX_TRACE_SPANS,
                  max_trace_seconds: float = DEFAULT_MAX_TRACE_SECONDS,
                  max_buffered_spans: int = DEFAULT_MAX_BUFFERED_SPANS,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS, output_format: str = "text") -> None:
         self.grpc_endpoint = grpc_endpoint
         self.http_endpoint = http_endpoint
         self.max_request_bytes = max_request_bytes
@@ -111,5 +111,6 @@ class ServeOptions:
         self.max_trace_seconds = max_trace_seconds
         self.max_buffered_spans = max_buffered_spans
         self.max_connections = max_connections
+        self.output_format = output_format  # "text" or "json": violation lines and the stop summary
         self.security = security or Security()  # TLS material and bearer token; none by default
 

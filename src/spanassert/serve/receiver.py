@@ -14,6 +14,7 @@ engine is not thread-safe); one forwarding thread posts to ``--forward``.
 """
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
@@ -62,7 +63,8 @@ class Receiver:
         self.out = out or sys.stdout
         self.report = Report(config) if options.report_json else None
         self.sink = ServeSink(meter_provider=meter_provider or NoOpMeterProvider(), report=self.report,
-                              quiet=options.quiet, logger_provider=logger_provider)
+                              quiet=options.quiet, logger_provider=logger_provider,
+                              json_lines=options.output_format == "json")
         self.engine = Engine(config, self.sink)
         self._precheck = self.engine.has_precheck
         idle = options.rootless_wait
@@ -160,19 +162,37 @@ class Receiver:
         if self.grpc_server is not None:
             self.grpc_server.stop(grace=1.0).wait(2.0)
 
-    def summary(self) -> str:
+    def summary_dict(self) -> Dict[str, Any]:
+        """What the stop summary says, as data (``--format json`` prints it as one JSON line)."""
         s = self.sink
-        text = (f"spanassert serve: stopped; {self.queue.accepted} span(s) accepted in {self.requests} request(s), "
-                f"{self.spans_rejected} rejected, {self.spans_refused} refused (queue full or stopping); "
-                f"{s.episodes_closed} episode(s) decided ({s.episodes_failed} failed, "
-                f"{s.episodes_inconclusive} inconclusive, {s.episodes_amended} amended after close by late spans); "
-                f"{s.violations_reported} violation(s)")
-        if self.cut.is_set():
-            text += f"; drain cut short by a second signal: {self.unjudged_spans} span(s) not judged"
-        if self.internal_errors:
-            text += f"; {self.internal_errors} internal error(s) (see the log)"
+        d: Dict[str, Any] = {
+            "event": "stopped", "spans_accepted": self.queue.accepted, "requests": self.requests,
+            "spans_rejected": self.spans_rejected, "spans_refused": self.spans_refused,
+            "episodes_decided": s.episodes_closed, "episodes_failed": s.episodes_failed,
+            "episodes_inconclusive": s.episodes_inconclusive, "episodes_amended": s.episodes_amended,
+            "violations": s.violations_reported, "internal_errors": self.internal_errors,
+            "drain_cut": self.cut.is_set(), "spans_not_judged": self.unjudged_spans if self.cut.is_set() else 0,
+        }
         if self.forwarder is not None:
-            text += f"; forwarded {self.forwarder.sent} span(s), dropped {self.forwarder.dropped}"
+            d["forwarded_spans"] = self.forwarder.sent
+            d["forward_dropped_spans"] = self.forwarder.dropped
+        return d
+
+    def summary(self) -> str:
+        d = self.summary_dict()
+        if self.options.output_format == "json":
+            return json.dumps(d, sort_keys=True)
+        text = (f"spanassert serve: stopped; {d['spans_accepted']} span(s) accepted in {d['requests']} request(s), "
+                f"{d['spans_rejected']} rejected, {d['spans_refused']} refused (queue full or stopping); "
+                f"{d['episodes_decided']} episode(s) decided ({d['episodes_failed']} failed, "
+                f"{d['episodes_inconclusive']} inconclusive, {d['episodes_amended']} amended after close by late "
+                f"spans); {d['violations']} violation(s)")
+        if d["drain_cut"]:
+            text += f"; drain cut short by a second signal: {d['spans_not_judged']} span(s) not judged"
+        if d["internal_errors"]:
+            text += f"; {d['internal_errors']} internal error(s) (see the log)"
+        if "forwarded_spans" in d:
+            text += f"; forwarded {d['forwarded_spans']} span(s), dropped {d['forward_dropped_spans']}"
         return text
 
     def report_dict(self) -> Dict[str, Any]:

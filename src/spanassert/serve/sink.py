@@ -1,6 +1,7 @@
 """The engine's sink in ``serve``: telemetry, one stderr line per violation, the report."""
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from collections import OrderedDict
@@ -21,10 +22,11 @@ class ServeSink(Telemetry):
     With a report, also collects what replay's report would (verdicts, violations, coverage)."""
 
     def __init__(self, *, meter_provider: Any, report: Optional[Report], quiet: bool,
-                 out: Optional[TextIO] = None, logger_provider: Any = None) -> None:
+                 out: Optional[TextIO] = None, logger_provider: Any = None, json_lines: bool = False) -> None:
         super().__init__(meter_provider=meter_provider, logger_provider=logger_provider)
         self.report_sink = ReportSink(report, None) if report is not None else None
         self.quiet = quiet
+        self.json_lines = json_lines  # --format json: one JSON object per violation line
         self.out = out
         self._early: OrderedDict[Tuple[str, int, Optional[str]], None] = OrderedDict()
         self._count_lock = threading.Lock()
@@ -62,12 +64,21 @@ class ServeSink(Telemetry):
         if not self.quiet and not v.shadow:
             out = self.out or sys.stderr
             text = " ".join(v.message.split())
-            tool = f" tool={v.tool}" if v.tool else ""
-            late = " (late span)" if v.late else ""
-            line = (f"spanassert: violation [{v.severity}] {v.test_id} {v.assertion_type}#{v.assertion_index}"
+            if self.json_lines:
+                # json.dumps escapes every control character: a span's text cannot end the line.
+                line = json.dumps({
+                    "event": "violation", "severity": v.severity, "test_id": v.test_id,
+                    "assertion_type": v.assertion_type, "assertion_index": v.assertion_index, "tool": v.tool,
+                    "message": text, "trace_id": v.trace_id, "span_id": v.span_id, "late": bool(v.late),
+                }, sort_keys=True)
+            else:
+                tool = f" tool={v.tool}" if v.tool else ""
+                late = " (late span)" if v.late else ""
+                line = escape_control(
+                    f"spanassert: violation [{v.severity}] {v.test_id} {v.assertion_type}#{v.assertion_index}"
                     f"{tool}: {text} (trace {v.trace_id}, span {v.span_id}){late}")
             try:
-                out.write(escape_control(line) + "\n")
+                out.write(line + "\n")
                 out.flush()
             except (OSError, ValueError):
                 pass
