@@ -1,0 +1,272 @@
+"""Checks over recorded calls: ``args_valid`` and ``tool_output_valid`` (each call's arguments or
+result against its tool's JSON Schema) and ``tool_blocklist``, each failing at the offending call.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional
+
+from ...core.model import CONTENT_MISSING, CONTENT_OK, MISSING, EpisodeView, Failure, Outcome, ToolCall
+from ..base import (
+    EVIDENCE_ARGUMENTS,
+    EVIDENCE_RESULT,
+    NEED_ARGUMENTS,
+    NEED_RESULT,
+    Assertion,
+    BuildContext,
+    Field,
+    call_ref,
+    register_expected,
+)
+from ..call_checks import EveryCallState, every_call_outcome
+from ..schema_util import schema_is_vacuous, schema_names_arguments, validation_messages
+from ..selectors import warn_tool_name
+from .common import (
+    E_CFG_CONFLICT,
+    E_CFG_POLICY,
+    E_CFG_VACUOUS,
+    evidence_suffix,
+    given,
+    load_policy_file,
+)
+
+SCHEMA_VALUE = {"type": ["object", "boolean"]}
+TOOL_SCHEMA_MAP = {"type": "object", "additionalProperties": SCHEMA_VALUE}
+
+# Root JSON-Schema keywords: a "tool name" spelled like one means a bare schema was given where a
+# map {tool: schema} was expected.
+_SCHEMA_KEYWORDS = frozenset({
+    "$schema", "$id", "$ref", "$defs", "definitions", "type", "properties", "required", "items",
+    "additionalProperties", "patternProperties", "allOf", "anyOf", "oneOf", "not", "enum", "const",
+    "minimum", "maximum", "minLength", "maxLength", "pattern", "format", "title", "description",
+})
+
+
+def _compile_tool_schemas(schemas: Mapping[str, Any], ctx: BuildContext, field: str,
+                          shared_defs: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for tool, schema in schemas.items():
+        if tool in _SCHEMA_KEYWORDS:
+            ctx.error(E_CFG_POLICY,
+                      f"`{tool}` is a JSON Schema keyword, not a tool name: this takes a map {{tool: JSON Schema}}",
+                      field=f"{field}.{tool}", hint="nest the schema under the tool's name")
+            continue
+        warn_tool_name(ctx, tool, f"{field}.{tool}", instead="the keys of this map are exact tool names (Assay's "
+                       "semantics); to check calls by pattern use `trace_args_valid` or `trace_tool_result` with "
+                       "`tool_pattern:`")
+        if shared_defs and isinstance(schema, dict):
+            schema = dict(schema)
+            schema["$defs"] = {**shared_defs, **(schema.get("$defs") or {})}
+        validator = ctx.compile_schema(schema, field=f"{field}.{tool}")
+        if validator is not None:
+            out[tool] = (schema, validator)
+    return out
+
+
+# Keys that mark Assay's structured (v2) tool policy, which this map-based check does not evaluate.
+_STRUCTURED_POLICY_KEYS = frozenset({"version", "name", "tools", "schemas", "allow", "deny", "enforcement"})
+
+
+class _ToolSchemaCheck(Assertion):
+    """Shared evaluation of ``args_valid`` and ``tool_output_valid``: each call of a tool with a
+    schema must validate; calls whose content was not recorded make the verdict inconclusive. The
+    close verdict follows the rule every per-call check shares (``every_call_outcome``): no call of
+    a tool with a schema in a complete episode is ``not_applicable``."""
+
+    kind_label = "arguments"
+    violates = "violate"
+    was = "were"
+    order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
+    evidence_kind = EVIDENCE_ARGUMENTS
+
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        self.schemas: Dict[str, Any] = {}
+        self._names_arguments: Dict[str, bool] = {}
+
+    def _finalise(self) -> None:
+        self.tools = frozenset(self.schemas)
+
+    def ineffective_reason(self) -> Optional[str]:
+        if self.schemas and all(schema_is_vacuous(s) for s, _ in self.schemas.values()):
+            return f"every tool schema accepts any {self.kind_label}, so the check cannot fail"
+        return None
+
+    def new_state(self) -> EveryCallState:
+        return EveryCallState()
+
+    def _content(self, call: ToolCall) -> tuple[Any, str]:
+        raise NotImplementedError
+
+    def _unjudgeable(self, call: ToolCall) -> Optional[str]:
+        """Why ``call``'s content cannot be checked against its schema; None when it can."""
+        _value, content_state = self._content(call)
+        if content_state == CONTENT_MISSING:
+            return f"its {self.kind_label} {self.was} not recorded"
+        if content_state != CONTENT_OK:
+            return f"its {self.kind_label} {self.was} recorded but could not be parsed (truncated?)"
+        return None
+
+    def _validate(self, state: EveryCallState, call: ToolCall, value: Any) -> Optional[Failure]:
+        entry = self.schemas.get(call.name)
+        if entry is None:
+            return None
+        problems = validation_messages(entry[1], value)
+        if not problems:
+            return None
+        msg = (f"`{call.name}` {self.kind_label} at {call_ref(call)} {self.violates} its schema: " + "; ".join(problems)
+               + evidence_suffix(self, value, self.evidence_kind))
+        return state.fail(call, msg)
+
+    def on_call_start(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
+        if call.name in self.schemas:
+            state.open += 1
+        return None
+
+    def on_call_end(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
+        if call.name not in self.schemas:
+            return None
+        state.open = max(0, state.open - 1)  # an end whose start was not seen must not go negative
+        why = self._unjudgeable(call)
+        if why is not None:
+            state.undecide(call, why)
+            return None
+        state.checked += 1
+        if self.evidence_kind == EVIDENCE_ARGUMENTS and call.args_at_start:
+            return None  # judged at start, and the end carries the same arguments
+        return self._validate(state, call, self._content(call)[0])
+
+    def on_close(self, state: EveryCallState, episode: EpisodeView) -> Outcome:
+        subject = "calls of " + ", ".join(f"`{t}`" for t in sorted(self.schemas))
+        return every_call_outcome(state, episode, subject, f"had {self.kind_label} valid against its schema")
+
+
+@register_expected
+class ArgsValidExpected(_ToolSchemaCheck):
+    type_name = "args_valid"
+    doc = ("Every recorded call of a tool that has a schema must have arguments valid against it; tools "
+           "without a schema are not checked. Unrecorded arguments make the verdict inconclusive.")
+    fields = {
+        "schema": Field(TOOL_SCHEMA_MAP, doc="Inline map {tool: JSON Schema of its arguments}."),
+        "policy": Field({"type": "string", "minLength": 1},
+                        doc="Path to a YAML/JSON file holding such a map (relative to the rules file)."),
+    }
+
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        self.needs = frozenset({NEED_ARGUMENTS})
+        if not given(values, "schema") and not given(values, "policy"):
+            ctx.error(E_CFG_VACUOUS, "`args_valid` needs `schema` or `policy`: with neither it checks nothing",
+                      field="schema", hint="give `schema: {tool: JSON Schema}` or `policy: path/to/schemas.yaml`")
+            self._finalise()
+            return
+        errors_before = len(ctx.errors)
+        merged: Dict[str, Any] = {}
+        if given(values, "schema"):
+            merged.update(values["schema"])
+        if given(values, "policy"):
+            loaded = load_policy_file(values["policy"], ctx, "policy")
+            if loaded is not MISSING:
+                if not isinstance(loaded, dict):
+                    ctx.error(E_CFG_POLICY, f"policy file {values['policy']!r} must hold a map {{tool: JSON Schema}}",
+                              field="policy")
+                elif _STRUCTURED_POLICY_KEYS & set(loaded):
+                    ctx.error(E_CFG_POLICY,
+                              f"policy file {values['policy']!r} looks like a structured tool policy; `expected: "
+                              "args_valid` "
+                              "takes a map {tool: JSON Schema}", field="policy")
+                else:
+                    for tool in loaded:
+                        if tool in merged:
+                            ctx.error(E_CFG_CONFLICT, f"tool `{tool}` has a schema both inline and in the policy file",
+                                      field=f"schema.{tool}")
+                    merged.update({k: v for k, v in loaded.items() if k not in merged})
+        if not merged and len(ctx.errors) == errors_before:
+            ctx.error(E_CFG_VACUOUS, "`args_valid` has no tool schemas, so it checks nothing", field="schema")
+        self.schemas = _compile_tool_schemas(merged, ctx, "schema")
+        # A schema on named arguments cannot judge a bare value nobody could bind to a name.
+        self._names_arguments = {tool: schema_names_arguments(schema) for tool, (schema, _) in self.schemas.items()}
+        self._finalise()
+
+    def _content(self, call: ToolCall) -> tuple[Any, str]:
+        return call.arguments, call.arguments_state
+
+    def _unjudgeable(self, call: ToolCall) -> Optional[str]:
+        why = super()._unjudgeable(call)
+        if why is None and not call.arguments_named and self._names_arguments.get(call.name, True):
+            return call.arguments_problem
+        return why
+
+    def on_call_start(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
+        super().on_call_start(state, call)
+        # With content when the arguments were on the span at its start (the engine reads them then).
+        if call.name in self.schemas and self._unjudgeable(call) is None:
+            return self._validate(state, call, call.arguments)
+        return None
+
+
+@register_expected
+class ToolOutputValid(_ToolSchemaCheck):
+    type_name = "tool_output_valid"
+    doc = ("Every recorded result of a tool that has a schema must be valid against it. A top-level `$defs` "
+           "entry is shared by every tool schema.")
+    kind_label = "result"
+    violates = "violates"
+    was = "was"
+    evidence_kind = EVIDENCE_RESULT
+    fields = {
+        "schemas": Field(dict(TOOL_SCHEMA_MAP, minProperties=1), required=True,
+                         doc="Map {tool: JSON Schema of its result}; `$defs` is shared."),
+    }
+
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        self.needs = frozenset({NEED_RESULT})
+        raw = dict(values.get("schemas") or {})
+        shared = raw.pop("$defs", None)
+        if not raw:
+            ctx.error(E_CFG_VACUOUS, "`schemas` names no tool, so `tool_output_valid` checks nothing", field="schemas")
+        self.schemas = _compile_tool_schemas(raw, ctx, "schemas", shared if isinstance(shared, dict) else None)
+        self._finalise()
+
+    def _content(self, call: ToolCall) -> tuple[Any, str]:
+        return call.result, call.result_state
+
+
+@register_expected
+class ToolBlocklistExpected(Assertion):
+    type_name = "tool_blocklist"
+    order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
+    doc = "No recorded call may have a blocked name (exact match). Reported when the call starts."
+    fields = {
+        "blocked": Field({"type": "array", "items": {"type": "string", "minLength": 1}}, required=True,
+                         doc="Tool names that must not be called."),
+    }
+
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        blocked = list(values.get("blocked") or [])
+        if not blocked:
+            ctx.error(E_CFG_VACUOUS, "`blocked` is empty: a blocklist with no names admits every call",
+                      field="blocked", hint="list the tool names that must not be called")
+        for i, name in enumerate(blocked):
+            warn_tool_name(ctx, name, f"blocked[{i}]", instead="`blocked` names are exact (Assay's semantics); "
+                           "to block by pattern use `trace_must_not_call_tool` with `tool_pattern:`")
+        self.blocked = frozenset(blocked)
+        self.tools = self.blocked
+        self.reports_at_start = True
+
+    def new_state(self) -> List[Optional[str]]:
+        return [None]  # the first violation's message
+
+    def on_call_start(self, state: List[Optional[str]], call: ToolCall) -> Optional[Failure]:
+        if call.name not in self.blocked:
+            return None
+        msg = f"blocked tool `{call.name}` called at {call_ref(call)}"
+        if state[0] is None:
+            state[0] = msg
+        return Failure.at(call, msg)
+
+    def on_close(self, state: List[Optional[str]], episode: EpisodeView) -> Outcome:
+        if state[0] is not None:
+            return Outcome.failed(state[0])
+        return Outcome.passed(f"none of {len(self.blocked)} blocked tool(s) was called")

@@ -1,0 +1,309 @@
+"""Calls and steps: a tool call's start (its position, and arguments already on the span), its end
+(its content, read only as far as the rules of its tool need it), model steps and their usage, span
+time, a late call of a closed episode, and the receiver's early check of one finished tool span.
+
+A mixin of :class:`~spanassert.core.engine.Engine` (the engine's state is set in its ``__init__``).
+"""
+from __future__ import annotations
+
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
+
+from ..mapping import ROLE_TOOL, Mapper
+from ..mapping.usage import step_usage
+from .episode import (
+    MAX_TOOL_DEFINITIONS,
+    OUT_OF_ORDER,
+    OVERFLOW_CALL_DROPPED,
+    OVERFLOW_RESULT_TRUNCATED,
+    UNREADABLE_ARGUMENTS,
+    UNREADABLE_NO_NAME,
+    UNREADABLE_TOO_LARGE,
+    Episode,
+    RuleStates,
+    SpanOutcome,
+    give_call,
+)
+from .model import CONTENT_OK, CONTENT_UNPARSABLE, STATUS_ERROR, STATUS_OK, STATUS_UNSET, Failure, ToolCall
+from .plan import Plans, Slot, ToolPlan
+from .results import Violation
+from .verdicts import Verdicts
+
+
+def _first_failure(ep: RuleStates, slot: Slot, failure: Failure,
+                   span_id: Optional[str], late: bool) -> None:  # noqa: ARG001 -- give_call's `fail` signature
+    """The early check keeps each rule's first failure (its caller reports them; the engine does not)."""
+    if ep.failed is None:
+        ep.failed = {}
+    ep.failed.setdefault(slot.index, failure)
+
+
+class CallsAndSteps(Verdicts):
+    """What tool calls and model steps do to an episode's rules (see the module docstring)."""
+
+    mapper: Mapper
+    plans: Plans
+    max_in_flight: int
+    max_arg_bytes: int
+    truncated_results: int
+
+    def _learn_tools(self, ep: Episode, attributes: Mapping[str, Any]) -> None:
+        """Remember the tool definitions an ending model step or agent span recorded."""
+        found = self.mapper.tool_definitions(attributes)
+        if not found:
+            return
+        known = ep.tool_params
+        if known is None:
+            known = ep.tool_params = {}
+        for tool, params in found.items():
+            if tool in known or len(known) < MAX_TOOL_DEFINITIONS:
+                known[tool] = params  # the latest definition wins, in live and replay alike
+
+    def _start_call(self, ep: Episode, tool: str, trace_id: str, span_id: str, parent_id: Optional[str],
+                    start_ns: int, agent: Optional[str], call_id: Optional[str],
+                    attributes: Optional[Mapping[str, Any]] = None) -> ToolCall:
+        view = ep.view
+        if start_ns >= ep.last_call_ns:
+            ep.last_call_ns = start_ns
+        elif ep.reopened and OUT_OF_ORDER not in (view.incomplete or ()):
+            # A later part of the trace holds a call that started before calls already judged:
+            # rules on the order of calls saw them out of order.
+            self._mark_incomplete(ep, [OUT_OF_ORDER], True)
+        plan = ep.plan
+        tp = plan.tool_plan(tool)
+        args_raw = None
+        if attributes is not None and tp.needs_args and tp.start:
+            # Arguments already on the span at its start (many instrumentations set them before
+            # the tool runs): argument rules decide now, before the tool body. Replay and serve
+            # feed the finished span, so they decide on the same value at the same position.
+            args_raw = self.mapper.arguments_raw(attributes)
+            if args_raw is not None and type(args_raw) is str and len(args_raw) > self.max_arg_bytes:
+                args_raw = None  # too large: the end reports it as unreadable
+        call = ToolCall(tool, span_id, trace_id, parent_id, start_ns, view.call_count, agent, call_id, args_raw)
+        if ep.tool_params is not None:
+            call.params = ep.tool_params.get(tool)  # before anything decodes the arguments
+        if args_raw is not None:
+            call.args_at_start = True
+        view.call_count += 1
+        self.sink.tool_called(tool)
+        open_calls = ep.open_calls
+        if len(open_calls) >= self.max_in_flight:
+            # Bounded memory: forget the oldest in-flight call; its content is never judged.
+            oldest = next(iter(open_calls))
+            del open_calls[oldest]
+            view.calls_dropped += 1
+            self.sink.overflow(OVERFLOW_CALL_DROPPED)
+        open_calls[span_id] = call
+        starts = tp.start
+        if starts:
+            give_call(ep, starts, call, self._fail)
+        view.step_count += 1
+        if plan.step_slots:
+            self._step_rules(ep, span_id)
+        return call
+
+    def _end_call(self, ep: Episode, call: ToolCall, attributes: Mapping[str, Any], end_ns: int,
+                  status_code: int, events: Sequence[Any]) -> None:
+        plan = ep.plan
+        tp = plan.tool_plan(call.name)
+        if not tp.targets:
+            return  # no rule reads this tool's calls: their content is never looked at
+        cut = self.truncated_results
+        unreadable = self._finish_call(tp, call, attributes, end_ns, status_code, events,
+                                       ep.tool_params.get(call.name) if ep.tool_params is not None else None)
+        if unreadable is not None:
+            self._unreadable(ep, unreadable, call.name)
+        if self.truncated_results != cut:
+            ep.view.results_truncated += 1
+            self.sink.overflow(OVERFLOW_RESULT_TRUNCATED)
+        if tp.end:
+            give_call(ep, tp.end, call, self._fail)
+
+    def _finish_call(self, tp: ToolPlan, call: ToolCall, attributes: Mapping[str, Any],
+                     end_ns: int, status_code: int, events: Sequence[Any],
+                     params: Optional[Tuple[str, ...]] = None) -> Optional[str]:
+        """Give a call its content (what the rules in ``tp`` read of it); returns why it is
+        unreadable, if so. ``params``: the tool's parameter names as the episode knows them now."""
+        unreadable: Optional[str] = None
+        args_raw, result_raw, error_type = self.mapper.call_end(
+            attributes, events, status_code, tp.needs_args, tp.needs_result)
+        limit = self.max_arg_bytes
+        too_large = False
+        if args_raw is not None and type(args_raw) is str and len(args_raw) > limit:
+            args_raw = None
+            unreadable = UNREADABLE_TOO_LARGE
+            too_large = True
+        cut = result_raw is not None and type(result_raw) is str and len(result_raw) > limit
+        if cut:
+            result_raw = result_raw[:limit]
+            self.truncated_results += 1
+        status = STATUS_ERROR if (status_code == 2 or error_type) else (STATUS_OK if status_code == 1 else STATUS_UNSET)
+        call.finish(end_ns, status, error_type, args_raw, result_raw)
+        call.result_truncated = cut
+        if too_large:
+            call._args_state = CONTENT_UNPARSABLE  # recorded, but not kept: undecidable
+        elif (args_raw is not None or call.args_at_start) and call.arguments_state == CONTENT_UNPARSABLE:
+            unreadable = UNREADABLE_ARGUMENTS
+        if tp.needs_args and call.arguments_state == CONTENT_OK and (
+                call.arguments_bound or not call.arguments_named):
+            # Recorded as a bare value: bind it to the tool's parameter, by the definition on the
+            # tool span itself, else by the one the episode knows (the same ones live and replay).
+            own = self.mapper.declared_parameters(call.name, attributes)
+            call.set_params(own if own is not None else (params if params is not None else call.params))
+        return unreadable
+
+
+    def _step(self, ep: Episode, span_id: str) -> None:
+        ep.view.step_count += 1
+        if ep.plan.step_slots:
+            self._step_rules(ep, span_id)
+
+    def _step_rules(self, ep: Episode, span_id: str) -> None:
+        plan = ep.plan
+        for i in plan.step_slots:
+            slot = plan.slots[i]
+            f = slot.assertion.on_step(ep.state(slot), ep.view)
+            if f is not None:
+                self._fail(ep, slot, f, span_id)
+
+    def _step_end(self, ep: Episode, span_id: str, attributes: Mapping[str, Any]) -> None:
+        """A model step ended: its usage goes to the rules that read it (``on_step_end``)."""
+        inner = ep.inner_usage.pop(span_id, None) if ep.inner_usage else None
+        # The step's own number (from its start): later steps may have started since.
+        number = ep.step_spans.get(span_id, ep.view.step_count) if ep.step_spans else ep.view.step_count
+        step = step_usage(attributes, span_id, number, inner)
+        plan = ep.plan
+        for i in plan.step_end_slots:
+            slot = plan.slots[i]
+            f = slot.assertion.on_step_end(ep.state(slot), step)
+            if f is not None:
+                self._fail(ep, slot, f, span_id)
+
+    def _time(self, ep: Episode, ns: int, span_id: str, judge: bool = True) -> None:
+        """A span of the episode started or ended at ``ns``: the episode's span time takes it in, and
+        at span ends the rules on span time judge it (``on_time``). Only at ends: the live processor
+        positions starts on the agent's thread ahead of queued ends, so starts and ends reach the
+        engine in different orders in different doors, while ends alone keep one order everywhere
+        (and a span that starts past a bound ends past it, or the close judges it)."""
+        view = ep.view
+        if view.start_ns is None or ns < view.start_ns:
+            view.start_ns = ns
+        if view.end_ns is None or ns > view.end_ns:
+            view.end_ns = ns
+        if not judge:
+            return
+        plan = ep.plan
+        for i in plan.time_slots:
+            slot = plan.slots[i]
+            f = slot.assertion.on_time(ep.state(slot), ns, view)
+            if f is not None:
+                self._fail(ep, slot, f, span_id)
+
+    def _unreadable(self, ep: Optional[Episode], reason: str, tool: Optional[str]) -> None:
+        if ep is not None:
+            ep.view.unreadable_calls += 1
+        self.sink.unreadable(reason, tool)
+
+    def _record_final_output(self, ep: Episode, attributes: Mapping[str, Any], events: Sequence[Any]) -> None:
+        out = self.mapper.final_output(attributes, events)
+        if out is not None:
+            ep.view.final_output = out
+            ep.view.final_output_state = "ok"
+
+
+    # -- early check (receiver) -----------------------------------------------------------------------
+    @property
+    def has_precheck(self) -> bool:
+        """Whether any rule can be decided on one finished tool span alone (see :meth:`precheck`)."""
+        return bool(self.plans.precheck().slots)
+
+    def precheck(
+        self,
+        trace_id: str,
+        span_id: str,
+        parent_id: Optional[str],
+        name: str,
+        attributes: Mapping[str, Any],
+        start_ns: int,
+        end_ns: int,
+        status_code: int = 0,
+        events: Sequence[Any] = (),
+        role: Optional[int] = None,
+        index: int = 0,
+        agent: Optional[str] = None,
+    ) -> List[Violation]:
+        """The violations one finished tool span has on its own, before its trace is assembled.
+
+        For a receiver, which gets spans after they end and must wait for the rest of a trace
+        before feeding it: the rules marked ``order_free`` (their failure at a call depends only on
+        that call) are run on fresh, throwaway states, so they fire on arrival. Nothing in the
+        engine changes and nothing goes to the sink: the caller reports the result, and must not
+        report the same (test, assertion, span) again when the trace is fed later. ``index`` is the
+        call's position as far as the caller knows it (it only shows in messages).
+        """
+        plan = self.plans.precheck()
+        if not plan.slots:
+            return []
+        if role is None:
+            role = self.mapper.role(name, attributes)
+        if role != ROLE_TOOL:
+            return []
+        tool = self.mapper.tool_name(name, attributes)
+        if tool is None:
+            return []
+        tp = plan.tool_plan(tool)
+        targets = tp.targets
+        if not targets:
+            return []
+        call = ToolCall(tool, span_id=span_id, trace_id=trace_id, parent_span_id=parent_id, start_ns=start_ns,
+                        index=index, call_id=self.mapper.call_id(attributes))
+        fresh = RuleStates(plan)  # throwaway: nothing of the engine changes
+        give_call(fresh, tp.start, call, _first_failure)
+        self._finish_call(tp, call, attributes, end_ns, status_code, events)
+        give_call(fresh, tp.end, call, _first_failure)
+        out: List[Violation] = []
+        for i, f in sorted((fresh.failed or {}).items()):
+            slot = plan.slots[i]
+            a = slot.assertion
+            out.append(Violation(
+                test_id=slot.test.id, assertion_type=a.type_name, assertion_index=a.index, assertion_name=a.name,
+                severity=slot.severity, shadow=slot.shadow, message=f.message, span_id=f.span_id or span_id,
+                trace_id=trace_id, episode_key=trace_id, tool=f.tool, call_index=f.call_index, agent=agent,
+            ))
+        return out
+
+
+    def _late_call(self, ep: Episode, trace_id: str, span_id: str, parent_id: Optional[str], name: str,
+                   attributes: Mapping[str, Any], start_ns: int, end_ns: int, status_code: int,
+                   events: Sequence[Any]) -> Optional[SpanOutcome]:
+        """A tool span of an episode that already closed: still checked by the safety rules."""
+        self.sink.late_span()
+        tool = self.mapper.tool_name(name, attributes)
+        if tool is None:
+            self._unreadable(ep, UNREADABLE_NO_NAME, None)
+            self._amend(ep, late=True)  # a call of the episode that cannot be judged: no pass rests on it
+            return None
+        plan = ep.plan
+        call = ToolCall(tool, span_id=span_id, trace_id=trace_id, parent_span_id=parent_id, start_ns=start_ns,
+                        index=ep.view.call_count, call_id=self.mapper.call_id(attributes))
+        ep.view.call_count += 1
+        ep.view.late_calls += 1
+        if start_ns >= ep.last_call_ns:
+            ep.last_call_ns = start_ns
+        elif OUT_OF_ORDER not in (ep.view.incomplete or ()):
+            # It started before calls already judged: rules on the order of calls saw it out of order.
+            self._mark_incomplete(ep, [OUT_OF_ORDER], True)
+        out: List[Violation] = []
+        safety = tuple(i for i in plan.tool_plan(tool).targets if not plan.slots[i].assertion.decides_on_close)
+        if safety:
+            tp = ToolPlan(plan.slots, safety)
+            give_call(ep, tp.start, call, self._fail, late=True, out=out)
+            reason = self._finish_call(tp, call, attributes, end_ns, status_code, events,
+                                       ep.tool_params.get(tool) if ep.tool_params is not None else None)
+            if reason is not None:
+                self.sink.unreadable(reason, call.name)
+            give_call(ep, tp.end, call, self._fail, late=True, out=out)
+        ep.marks = None
+        # Always: a met liveness rule that this call could break (the last call is ..., every trigger
+        # is followed by ...) was decided without it; _amend says so only when a verdict changed.
+        self._amend(ep, late=True)
+        return SpanOutcome(out, None) if out else None

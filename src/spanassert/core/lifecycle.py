@@ -1,0 +1,217 @@
+"""The episode lifecycle: opening an episode (one per trace, or per conversation key across traces),
+bounds on open episodes, reopening a closed trace episode that goes on, closing by idleness or at
+the end, the notes an assembled trace (replay, serve) brings about its missing parts, and the span
+ids an episode remembers.
+
+A mixin of :class:`~spanassert.core.engine.Engine` (the engine's state is set in its ``__init__``).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from ..mapping import ROLE_AGENT, Mapper
+from .episode import INCOMPLETE_ROOT_NOT_SEEN, MAX_SEEN_IDS, OVERFLOW_EPISODE_EVICTED, Episode
+from .model import CloseReason
+from .plan import Plans
+from .results import EpisodeResult
+from .verdicts import Verdicts
+
+FAR_FUTURE = 1 << 127
+
+
+class EpisodeLifecycle(Verdicts):
+    """Opening, reopening and closing episodes (see the module docstring)."""
+
+    mapper: Mapper
+    plans: Plans
+    key_attr: str
+    idle_ns: int
+    max_open: int
+    now_ns: int
+    idle_deadline: int
+    _trace_seq: Dict[str, int]
+    _notes: Dict[str, Tuple[List[str], bool]]
+
+    def tick(self, now_ns: Optional[int] = None) -> List[EpisodeResult]:
+        """Close episodes idle for longer than ``idle_timeout``. ``now_ns`` defaults to the latest
+        span time seen (replay) — the processor passes the wall clock."""
+        if now_ns is None:
+            now_ns = self.now_ns
+        closed: List[EpisodeResult] = []
+        while self.open:
+            ep = next(iter(self.open.values()))
+            if ep.last_ns + self.idle_ns > now_ns:
+                self.idle_deadline = ep.last_ns + self.idle_ns
+                break
+            closed.append(self._close(ep, CloseReason.IDLE))
+            ep.marks = None
+        else:
+            self.idle_deadline = FAR_FUTURE
+        return closed
+
+    def close_all(self, reason: CloseReason) -> List[EpisodeResult]:
+        """Decide every open episode now (force_flush, shutdown, end of input)."""
+        out = []
+        for ep in list(self.open.values()):
+            out.append(self._close(ep, reason))
+            ep.marks = None
+        return out
+
+    def abandon(self, trace_id: str) -> Optional[EpisodeResult]:
+        """Close the episode of ``trace_id`` after an error inside spanassert while judging it
+        (``CloseReason.INTERNAL_ERROR``): failures found so far stand, every other rule is
+        inconclusive, since the rest of its evidence was never judged. None when no episode of
+        that trace is open. If closing raises too, the episode is dropped (the caller counts it)."""
+        self._notes.pop(trace_id, None)
+        ep = self.by_trace.get(trace_id)
+        if ep is None or ep.closed:
+            return None
+        try:
+            return self._close(ep, CloseReason.INTERNAL_ERROR)
+        except Exception:
+            if not ep.closed:
+                self._forget(ep)
+            ep.marks = None
+            raise
+
+    # -- assembled traces (replay, serve) ------------------------------------------------------------
+    def begin_trace(self, trace_id: str, incomplete: Sequence[str] = (), root_seen: bool = True,
+                    outside_parents: Iterable[str] = ()) -> None:
+        """Before the spans of one assembled trace are fed: what is missing from it. ``incomplete``
+        lists why the evidence is incomplete (its episode's rules that the missing part could have
+        broken end `inconclusive`, never `passed`); ``root_seen=False`` means no span of the trace
+        closes its episode: :meth:`end_trace` does, after its last span. ``outside_parents``: parents
+        of these spans that are not among them (for a later part of a trace, they may be spans of
+        its earlier part)."""
+        if not incomplete and root_seen:
+            return
+        ep = self.by_trace.get(trace_id)
+        if ep is not None:
+            self._mark_incomplete(ep, incomplete, root_seen)
+        elif self.by_trace_key and trace_id in self.recent and incomplete:
+            # More of a trace whose episode closed, itself cut (spans over the cap, parents
+            # missing): the closed episode's evidence is incomplete; its verdicts are amended.
+            old = self.recent[trace_id]
+            reasons = [r for r in incomplete if r != INCOMPLETE_ROOT_NOT_SEEN]
+            seen = old.seen
+            missing = sum(1 for p in outside_parents if seen is None or p not in seen)
+            if missing:
+                reasons.append(f"{missing} span(s) whose parent is not in the input")
+            if reasons:
+                self._mark_incomplete(old, reasons, True)
+                self._amend(old)
+            self._notes[trace_id] = (list(incomplete), root_seen)
+        else:
+            self._notes[trace_id] = (list(incomplete), root_seen)
+
+    def end_trace(self, trace_id: str) -> Optional[EpisodeResult]:
+        """After the last span of an assembled trace: close its episode if no span could
+        (its root was not in the input)."""
+        self._notes.pop(trace_id, None)
+        ep = self.by_trace.get(trace_id)
+        if ep is None or not ep.hold or not self.by_trace_key:
+            return None
+        result = self._close(ep, CloseReason.ROOT_NOT_SEEN)
+        ep.marks = None
+        return result
+
+    def _apply_notes(self, ep: Episode, trace_id: str) -> None:
+        note = self._notes.pop(trace_id, None)
+        if note is not None:
+            self._mark_incomplete(ep, note[0], note[1])
+
+
+    # -- episodes ---------------------------------------------------------------------------------
+    def _new_trace_key(self, trace_id: str) -> str:
+        n = self._trace_seq.get(trace_id, 0)
+        self._trace_seq[trace_id] = n + 1
+        if len(self._trace_seq) > self.max_open + self.late_window + 1024:
+            # Bounded: forget the oldest sequence counters (their traces are long closed).
+            for k in list(self._trace_seq)[: len(self._trace_seq) // 2]:
+                del self._trace_seq[k]
+        return trace_id if n == 0 else f"{trace_id}#{n + 1}"
+
+    def _conversation_episode(self, trace_id: str, attributes: Mapping[str, Any], now_ns: int,
+                              resource: Optional[Mapping[str, Any]], role: int, span_id: str,
+                              name: str) -> Optional[Episode]:
+        conv = self.mapper.conversation_key(attributes, self.key_attr)
+        if conv is None:
+            return None
+        ep = self.open.get(conv)
+        if ep is None:
+            ep = self._open(conv, trace_id, now_ns, attributes, resource, role, span_id, name)
+        else:
+            self.by_trace[trace_id] = ep
+            self.sink.trace_tracked(trace_id)
+            if self._notes:
+                self._apply_notes(ep, trace_id)
+        if ep.traces is None:
+            ep.traces = set()
+        ep.traces.add(trace_id)
+        return ep
+
+    def _open(self, key: str, trace_id: str, now_ns: int, attributes: Mapping[str, Any],
+              resource: Optional[Mapping[str, Any]], role: int, span_id: str, name: str) -> Episode:
+        while len(self.open) >= self.max_open:
+            oldest = next(iter(self.open.values()))
+            self.sink.overflow(OVERFLOW_EPISODE_EVICTED)
+            self._close(oldest, CloseReason.EVICTED)
+            oldest.marks = None
+        agent = self.mapper.agent_name(name, attributes) if role == ROLE_AGENT else None
+        service = None
+        if resource is not None:
+            sv = resource.get("service.name")
+            service = sv if isinstance(sv, str) else None
+        plan = self.plans.select(agent, service, attributes, resource)
+        ep = Episode(key, trace_id, plan, now_ns)
+        if now_ns + self.idle_ns < self.idle_deadline:
+            self.idle_deadline = now_ns + self.idle_ns
+        ep.view.service = service
+        if role == ROLE_AGENT:
+            ep.root_is_agent = True
+            ep.view.root_span_id = span_id
+            ep.view.root_name = name
+        self.open[key] = ep
+        self.by_trace[trace_id] = ep
+        self.sink.trace_tracked(trace_id)
+        self.sink.episode_opened()
+        if self._notes:
+            self._apply_notes(ep, trace_id)
+        return ep
+
+    def _reopen(self, ep: Episode) -> Episode:
+        """A closed trace episode goes on (another local root of its trace started). Its rule
+        states are still there; verdicts decided only at close are decided again at the next close,
+        whose result goes out as an amendment."""
+        while len(self.open) >= self.max_open:
+            oldest = next(iter(self.open.values()))
+            self.sink.overflow(OVERFLOW_EPISODE_EVICTED)
+            self._close(oldest, CloseReason.EVICTED)
+            oldest.marks = None
+        self.recent.pop(ep.trace_id, None)
+        ep.closed = False
+        ep.reopened = True
+        if ep.at_close and ep.failed:
+            for i in ep.at_close:  # decided at close: decided again at the next close
+                ep.failed.pop(i, None)
+        self.open[ep.key] = ep
+        self.by_trace[ep.trace_id] = ep
+        self.sink.trace_tracked(ep.trace_id)
+        if self._notes:
+            self._apply_notes(ep, ep.trace_id)
+        return ep
+
+    @staticmethod
+    def _seen(ep: Episode, span_id: str) -> None:
+        seen = ep.seen
+        if seen is not None:
+            if len(seen) < MAX_SEEN_IDS:
+                seen.add(span_id)
+            else:
+                ep.seen = None  # too many to remember: a later part's parents count as unknown
+
+    @staticmethod
+    def _absorb(ep: Episode, span_id: str) -> None:
+        if ep.absorbed is None:
+            ep.absorbed = set()
+        ep.absorbed.add(span_id)

@@ -1,0 +1,225 @@
+"""Verdicts: a rule's failure as it happens (a violation, reported once per rule and span), every
+rule's verdict when an episode closes, the downgrade of a pass that rests on evidence not seen, and
+amendments when later evidence reaches a closed episode.
+
+A mixin of :class:`~spanassert.core.engine.Engine` (the engine's state is set in its ``__init__``).
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ..assertions.base import NEED_RESULT
+from .episode import INCOMPLETE_ROOT_NOT_SEEN, OUT_OF_ORDER, Episode, Sink
+from .model import CloseReason, EpisodeView, Failure, ToolCall, Verdict
+from .plan import Slot
+from .results import AssertionResult, EpisodeResult, Violation
+
+
+class Verdicts:
+    """Failures, closes and amendments (see the module docstring)."""
+
+    sink: Sink
+    by_trace_key: bool
+    late_window: int
+    open: OrderedDict[str, Episode]
+    by_trace: Dict[str, Episode]
+    recent: OrderedDict[str, Episode]
+
+    def _mark_incomplete(self, ep: Episode, incomplete: Sequence[str], root_seen: bool) -> None:
+        view = ep.view
+        reasons = list(incomplete)
+        if not root_seen and INCOMPLETE_ROOT_NOT_SEEN not in reasons:
+            reasons.insert(0, INCOMPLETE_ROOT_NOT_SEEN)
+        if reasons:
+            if view.incomplete is None:
+                view.incomplete = []
+            for r in reasons:
+                if r not in view.incomplete:
+                    view.incomplete.append(r)
+        if not root_seen:
+            ep.hold = True
+
+
+    def _fail(self, ep: Episode, slot: Slot, failure: Failure, span_id: Optional[str],
+              late: bool = False, at_close: bool = False) -> Optional[Violation]:
+        sid = failure.span_id or span_id
+        mark = (slot.index, sid)
+        if ep.reported is None:
+            ep.reported = set()
+        elif mark in ep.reported:
+            return None
+        ep.reported.add(mark)
+        if ep.failed is None:
+            ep.failed = {}
+        ep.failed.setdefault(slot.index, failure)
+        a = slot.assertion
+        v = Violation(
+            test_id=slot.test.id,
+            assertion_type=a.type_name,
+            assertion_index=a.index,
+            assertion_name=a.name,
+            severity=slot.severity,
+            shadow=slot.shadow,
+            message=failure.message,
+            span_id=sid,
+            trace_id=ep.trace_id,
+            episode_key=ep.key,
+            tool=failure.tool,
+            call_index=failure.call_index,
+            late=late,
+            at_close=at_close,
+            agent=ep.view.agent,
+        )
+        if sid is not None:
+            if ep.marks is None:
+                ep.marks = {}
+            ep.marks.setdefault(sid, []).append(v)
+        self.sink.violation(v)
+        return v
+
+    # -- closing ------------------------------------------------------------------------------------
+    def _close(self, ep: Episode, reason: CloseReason) -> EpisodeResult:
+        view = ep.view
+        view.close_reason = reason
+        ep.in_flight = list(ep.open_calls.values())
+        results = self._results(ep)
+        again = ep.result is not None  # a reopened episode: this result replaces the first one
+        result = self._episode_result(ep, results, amendment=again)
+        self._forget(ep)
+        self.sink.evaluated(ep.eval_s)
+        if again:
+            self.sink.episode_amended(result)
+        else:
+            self.sink.episode_closed(result)
+        return result
+
+    def _episode_result(self, ep: Episode, results: List[AssertionResult], amendment: bool,
+                        late: bool = False) -> EpisodeResult:
+        view = ep.view
+        assert view.close_reason is not None
+        result = EpisodeResult(
+            key=ep.key, trace_id=ep.trace_id, root_span_id=view.root_span_id, root_name=view.root_name,
+            agent=view.agent, service=view.service, close_reason=view.close_reason, results=results,
+            call_count=view.call_count, step_count=view.step_count, unreadable_calls=view.unreadable_calls,
+            incomplete=view.incomplete or [], amendment=amendment, late=late,
+        )
+        ep.result = result
+        return result
+
+    def _results(self, ep: Episode) -> List[AssertionResult]:
+        """Every rule's verdict on the episode as its states and view stand (at close, and again
+        when later evidence amends a closed episode)."""
+        view = ep.view
+        reason = view.close_reason
+        if view.incomplete:
+            view.decidable = False  # the missing evidence could hold what a rule looks for
+        elif self.by_trace_key:
+            view.decidable = reason is CloseReason.ROOT_ENDED
+        else:
+            view.decidable = reason in (CloseReason.IDLE, CloseReason.END_OF_INPUT)
+        results: List[AssertionResult] = []
+        in_flight = ep.in_flight or []
+        plan = ep.plan
+        for slot in plan.slots:
+            a = slot.assertion
+            first = ep.failed.get(slot.index) if ep.failed else None
+            outcome = a.on_close(ep.state(slot), view)
+            if first is not None:
+                verdict, message, sid = Verdict.FAILED, first.message, first.span_id
+            else:
+                verdict, message, sid = outcome.verdict, outcome.message, outcome.span_id
+                if verdict is Verdict.FAILED:
+                    if ep.at_close is not None and slot.index in ep.at_close:
+                        sid = sid or view.root_span_id  # reported when the episode first closed
+                    else:
+                        v = self._fail(ep, slot, Failure(message, span_id=sid or view.root_span_id),
+                                       view.root_span_id, at_close=True)
+                        sid = v.span_id if v is not None else (sid or view.root_span_id)
+                        if ep.at_close is None:
+                            ep.at_close = set()
+                        ep.at_close.add(slot.index)
+                elif verdict is Verdict.PASSED:
+                    verdict, message = self._downgrade(slot, view, in_flight, message)
+            results.append(AssertionResult(
+                test_id=slot.test.id, assertion_type=a.type_name, index=a.index, name=a.name,
+                verdict=verdict, message=message, span_id=sid, severity=slot.severity, shadow=slot.shadow,
+            ))
+        results.extend(
+            AssertionResult(
+                test_id=t.id, assertion_type=a.type_name, index=a.index, name=a.name,
+                verdict=Verdict.NOT_APPLICABLE, message="`match` did not select this episode",
+                span_id=None, severity=str(getattr(t.severity, "value", t.severity)), shadow=t.shadow,
+            )
+            for t in plan.excluded for a in t.trace_assertions)
+        return results
+
+    @staticmethod
+    def _downgrade(slot: Slot, view: EpisodeView, in_flight: List[ToolCall], message: str) -> Tuple[Verdict, str]:
+        """A pass that rests on data we did not see is not a pass."""
+        if view.close_reason is CloseReason.INTERNAL_ERROR:
+            return Verdict.INCONCLUSIVE, "judging this episode raised an internal error; the rest of it was not judged"
+        a = slot.assertion
+        if view.incomplete and (not a.pass_survives_unseen_calls or OUT_OF_ORDER in view.incomplete):
+            # A safety rule never broke in what was seen, or a liveness rule that calls not seen
+            # could still break was met: the part not seen could break it.
+            return Verdict.INCONCLUSIVE, "no violation seen, but the evidence is incomplete (" + \
+                "; ".join(view.incomplete) + ")"
+        if view.late_calls and a.decides_on_close and not a.pass_survives_unseen_calls:
+            return Verdict.INCONCLUSIVE, (
+                f"{view.late_calls} call(s) arrived after the episode closed; this rule was decided without them"
+            )
+        if view.unreadable_calls:
+            return Verdict.INCONCLUSIVE, (
+                f"{view.unreadable_calls} tool span(s) could not be read (no tool name or unreadable content)"
+            )
+        if in_flight and slot.content_needed:
+            pending = [c for c in in_flight if a.applies_to(c.name)]
+            if pending:
+                return Verdict.INCONCLUSIVE, (
+                    f"{len(pending)} call(s) of `{pending[0].name}` had not ended when the episode closed"
+                )
+        if view.results_truncated and NEED_RESULT in a.needs:
+            return Verdict.INCONCLUSIVE, (
+                f"{view.results_truncated} tool result(s) were cut to max_argument_bytes: the rest was not checked")
+        if view.calls_dropped and slot.content_needed:
+            return Verdict.INCONCLUSIVE, f"{view.calls_dropped} in-flight call(s) were dropped (bound reached)"
+        return Verdict.PASSED, message
+
+    def _forget(self, ep: Episode) -> None:
+        ep.closed = True
+        self.open.pop(ep.key, None)
+        traces = ep.traces or {ep.trace_id}
+        for tid in traces:
+            if self.by_trace.get(tid) is ep:
+                del self.by_trace[tid]
+            if self.late_window:
+                self.recent[tid] = ep
+                self.recent.move_to_end(tid)
+            elif tid not in self.by_trace:
+                self.sink.trace_released(tid)
+        while len(self.recent) > self.late_window:
+            tid, _ = self.recent.popitem(last=False)
+            if tid not in self.by_trace:
+                self.sink.trace_released(tid)
+        # Keep what late spans need (assertion states); drop the rest.
+        ep.spans = {}
+        ep.open_calls = {}
+
+
+    def _amend(self, ep: Episode, late: bool = False) -> None:
+        """Later evidence for a closed episode (a late span broke a rule, or more of its trace
+        showed it incomplete): its verdicts are decided again from its rule states, and the result,
+        if it changed, goes to the sink as an amendment (``episode_amended``)."""
+        old = ep.result
+        if old is None:
+            return
+        results = self._results(ep)
+        if [(r.verdict, r.span_id) for r in results] == [(r.verdict, r.span_id) for r in old.results] and \
+                old.incomplete == (ep.view.incomplete or []):
+            return
+        if late:
+            for new, before in zip(results, old.results):
+                if new.verdict is Verdict.FAILED and before.verdict is not Verdict.FAILED:
+                    new.message += " (late span, after the episode closed)"
+        self.sink.episode_amended(self._episode_result(ep, results, amendment=True, late=late or old.late))
