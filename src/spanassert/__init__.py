@@ -27,6 +27,9 @@ _EXPORTS = {
     "Trace": ("spanassert.trace", "Trace"),
     "check": ("spanassert.trace", "check"),
     "Undecidable": ("spanassert.trace", "Undecidable"),
+    "Guard": ("spanassert.live.guard", "Guard"),
+    "Decision": ("spanassert.live.guard", "Decision"),
+    "ToolBlocked": ("spanassert.live.guard", "ToolBlocked"),
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -23,9 +23,11 @@ from ..core.suggest import did_you_mean
 from . import codes
 from .model import Config, EpisodeSettings, MappingRule, Match, Settings, TestCase
 from .schema import (
+    ACTIONS,
     EPISODE_FIELDS,
     EXPECTED_TYPE_ALIASES,
     EXTENSION_PREFIXES,
+    GUARD_FIELDS,
     LEGACY_EXPECTED,
     MAPPING_FIELDS,
     MATCH_FIELDS,
@@ -407,6 +409,10 @@ class _Loader:
                 )
         max_chars = value.get("max_match_chars")
         settings = Settings(embedder=embedder_ref, evidence_key=evidence_key, raw=dict(value))
+        if "guard" in value:
+            guard = self.check_mapping(value["guard"], (*path, "guard"), GUARD_FIELDS, "`settings.guard`")
+            if guard is not None and isinstance(guard.get("fail_open"), bool):
+                settings.guard_fail_open = guard["fail_open"]
         if isinstance(max_chars, int) and not isinstance(max_chars, bool) and max_chars > 0:
             settings.regex_timeout_chars = max_chars
         return settings
@@ -564,6 +570,7 @@ class _Loader:
         test = TestCase(
             id=test_id, match=match, severity=severity, mode=value.get("mode", "enforce")
             if value.get("mode") in ("enforce", "shadow") else "enforce",
+            action=value["action"] if value.get("action") in ACTIONS else "alert",
             input=value.get("input"), tags=list(value.get("tags") or []) if isinstance(value.get("tags"), list) else [],
             metadata=dict(value["metadata"]) if isinstance(value.get("metadata"), dict) else {},
             assertions=checks, line=line,

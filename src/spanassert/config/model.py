@@ -9,6 +9,8 @@ from .codes import E_UNIT_FORM_FAILED
 
 MODE_ENFORCE = "enforce"
 MODE_SHADOW = "shadow"
+ACTION_ALERT = "alert"
+ACTION_BLOCK = "block"
 
 
 class EpisodeSettings:
@@ -102,7 +104,7 @@ class MappingRule:
 class Settings:
     """``settings:`` — execution settings. Assay's keys are accepted; ours are below."""
 
-    __slots__ = ("embedder", "evidence_key", "regex_timeout_chars", "raw")
+    __slots__ = ("embedder", "evidence_key", "regex_timeout_chars", "raw", "guard_fail_open")
 
     def __init__(
         self,
@@ -111,11 +113,14 @@ class Settings:
         evidence_key: Optional[bytes] = None,
         regex_timeout_chars: int = 100_000,
         raw: Optional[Dict[str, Any]] = None,
+        guard_fail_open: bool = True,
     ) -> None:
         self.embedder = embedder  # "module:function" returning a vector for a text
         self.evidence_key = evidence_key  # key for hashed evidence (from settings.evidence_key_env)
         self.regex_timeout_chars = regex_timeout_chars  # text longer than this is cut before a rule regex
         self.raw = raw or {}
+        # settings.guard.fail_open: a guard's internal error allows the call (True) or blocks it.
+        self.guard_fail_open = guard_fail_open
 
 
 class TestCase:
@@ -129,6 +134,7 @@ class TestCase:
         "match",
         "severity",
         "mode",
+        "action",
         "input",
         "tags",
         "metadata",
@@ -144,6 +150,7 @@ class TestCase:
         match: Optional[Match] = None,
         severity: Severity = Severity.ERROR,
         mode: str = MODE_ENFORCE,
+        action: str = ACTION_ALERT,
         input: Any = None,
         tags: Optional[List[str]] = None,
         metadata: Optional[Dict[str, Any]] = None,
@@ -154,6 +161,7 @@ class TestCase:
         self.match = match
         self.severity = severity
         self.mode = mode
+        self.action = action  # "alert", or "block": a guard refuses a call that breaks this test
         self.input = input
         self.tags = tags or []
         self.metadata = metadata or {}
@@ -165,6 +173,11 @@ class TestCase:
     @property
     def shadow(self) -> bool:
         return self.mode == MODE_SHADOW
+
+    @property
+    def blocks(self) -> bool:
+        """A guard refuses calls that break this test (``action: block`` in enforce mode)."""
+        return self.action == ACTION_BLOCK and self.mode != MODE_SHADOW
 
     @property
     def trace_assertions(self) -> List[Assertion]:

@@ -63,6 +63,13 @@ SETTINGS_FIELDS: Dict[str, Field] = {
         doc="Name of an environment variable holding the key for hashed evidence.",
     ),
     "max_match_chars": Field(POSITIVE_INT, doc="Recorded text longer than this is cut before a rule regex runs."),
+    "guard": Field(_ref("guard"), doc="How a guard (`Guard`, `processor.guard()`) decides calls before they run."),
+}
+
+GUARD_FIELDS: Dict[str, Field] = {
+    "fail_open": Field({"type": "boolean"}, default=True,
+                       doc="On an internal error, allow the call (`true`, the default) or block it (`false`); "
+                           "counted either way."),
 }
 
 EPISODE_FIELDS: Dict[str, Field] = {
@@ -111,6 +118,7 @@ MATCH_FIELDS: Dict[str, Field] = {
 
 SEVERITIES = ("critical", "error", "warning", "info")
 MODES = ("enforce", "shadow")
+ACTIONS = ("alert", "block")
 ON_ERROR = ("block", "allow")
 
 INPUT_SCHEMA: Dict[str, Any] = {
@@ -131,6 +139,9 @@ TEST_FIELDS: Dict[str, Field] = {
     "severity": Field({"enum": list(SEVERITIES)}, default="error", doc="Severity of a violation."),
     "mode": Field({"enum": list(MODES)}, default="enforce",
                   doc="`shadow` reports violations without counting them as failures."),
+    "action": Field({"enum": list(ACTIONS)}, default="alert",
+                    doc="`alert` (report a violation) or `block`: a guard refuses a call that breaks this test "
+                        "before it runs (in `mode: shadow`, it logs what it would have blocked)."),
     "input": Field(INPUT_SCHEMA, doc="The prompt (Assay); a string or `{prompt, context}`."),
     "expected": Field(_ref("expected"), doc="Exactly one check of the episode's outcome."),
     "assertions": Field({"type": "array", "items": _ref("assertion")}, doc="Checks of the tool calls."),
@@ -216,6 +227,7 @@ def build_schema() -> Dict[str, Any]:
 
     defs: Dict[str, Any] = {}
     defs["settings"] = object_schema(SETTINGS_FIELDS, extension_keys=True)
+    defs["guard"] = object_schema(GUARD_FIELDS)
     defs["episodes"] = object_schema(EPISODE_FIELDS)
     defs["mapping"] = object_schema(MAPPING_FIELDS, extra={
         # A tool mapping must say where the tool name comes from.

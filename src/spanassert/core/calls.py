@@ -23,10 +23,29 @@ from .episode import (
     SpanOutcome,
     give_call,
 )
-from .model import CONTENT_OK, CONTENT_UNPARSABLE, STATUS_ERROR, STATUS_OK, STATUS_UNSET, Failure, ToolCall
+from .model import (
+    CONTENT_OK,
+    CONTENT_UNPARSABLE,
+    STATUS_ERROR,
+    STATUS_OK,
+    STATUS_UNSET,
+    Failure,
+    ToolCall,
+    decode_content,
+)
 from .plan import Plans, Slot, ToolPlan
 from .results import Violation
 from .verdicts import Verdicts
+
+
+def _same_content(a: Any, b: Any) -> bool:
+    """Two recordings of a call's arguments say the same (a JSON text and its value, or two texts
+    that differ only in spacing or key order)."""
+    if a == b:
+        return True
+    va, sa = decode_content(a)
+    vb, sb = decode_content(b)
+    return sa == CONTENT_OK and sb == CONTENT_OK and va == vb
 
 
 def _first_failure(ep: RuleStates, slot: Slot, failure: Failure,
@@ -60,7 +79,7 @@ class CallsAndSteps(Verdicts):
 
     def _start_call(self, ep: Episode, tool: str, trace_id: str, span_id: str, parent_id: Optional[str],
                     start_ns: int, agent: Optional[str], call_id: Optional[str],
-                    attributes: Optional[Mapping[str, Any]] = None) -> ToolCall:
+                    attributes: Optional[Mapping[str, Any]] = None, args_raw: Any = None) -> ToolCall:
         view = ep.view
         if start_ns >= ep.last_call_ns:
             ep.last_call_ns = start_ns
@@ -70,12 +89,15 @@ class CallsAndSteps(Verdicts):
             self._mark_incomplete(ep, [OUT_OF_ORDER], True)
         plan = ep.plan
         tp = plan.tool_plan(tool)
-        args_raw = None
-        if attributes is not None and tp.needs_args and tp.start:
-            # Arguments already on the span at its start (many instrumentations set them before
-            # the tool runs): argument rules decide now, before the tool body. Replay and serve
-            # feed the finished span, so they decide on the same value at the same position.
-            args_raw = self.mapper.arguments_raw(attributes)
+        if not (tp.needs_args and tp.start):
+            args_raw = None
+        else:
+            if attributes is not None:
+                # Arguments already on the span at its start (many instrumentations set them before
+                # the tool runs): argument rules decide now, before the tool body. Replay and serve
+                # feed the finished span, so they decide on the same value at the same position.
+                # (A guard's pending call gives them as ``args_raw``.)
+                args_raw = self.mapper.arguments_raw(attributes)
             if args_raw is not None and type(args_raw) is str and len(args_raw) > self.max_arg_bytes:
                 args_raw = None  # too large: the end reports it as unreadable
         call = ToolCall(tool, span_id, trace_id, parent_id, start_ns, view.call_count, agent, call_id, args_raw)
@@ -100,6 +122,57 @@ class CallsAndSteps(Verdicts):
         if plan.step_slots:
             self._step_rules(ep, span_id)
         return call
+
+    def _adopt_pending(self, ep: Episode, tool: str, call_id: Optional[str], span_id: str,
+                       parent_id: Optional[str], attributes: Mapping[str, Any]) -> bool:
+        """A tool span starts (or is recognised at its end) in an episode with calls a guard
+        decided (:meth:`Engine.decide_pending`): if it is one of them (same call id; else same tool
+        and the same arguments, or none on the span yet; oldest first), the decided call becomes
+        this span's call, with its violations, and is not started again. False when it is none."""
+        pending = ep.pending
+        assert pending is not None
+        found: Optional[str] = None
+        if call_id is not None:
+            for key, (call, _) in pending.items():
+                if call.call_id == call_id and call.name == tool:
+                    found = key
+                    break
+        if found is None:
+            span_args: Any = self.mapper.arguments_raw(attributes)
+            for key, (call, args) in pending.items():
+                if call.name != tool or (call_id is not None and call.call_id is not None):
+                    continue  # another tool, or both have call ids and they differ
+                if span_args is None or args is None or _same_content(span_args, args):
+                    found = key
+                    break
+        if found is None:
+            return False
+        call = pending.pop(found)[0]
+        if not pending:
+            ep.pending = None
+        call.span_id = span_id
+        if parent_id is not None:
+            call.parent_span_id = parent_id
+        if ep.open_calls.pop(found, None) is not None:
+            ep.open_calls[span_id] = call
+        # What was said about the placeholder is said about the span (messages name it).
+        marks = ep.marks.pop(found, None) if ep.marks else None
+        if marks:
+            for v in marks:
+                v.span_id = span_id
+                v.message = v.message.replace(found, span_id)
+            assert ep.marks is not None
+            ep.marks.setdefault(span_id, []).extend(marks)
+        if ep.reported:
+            for mark in [m for m in ep.reported if m[1] == found]:
+                ep.reported.discard(mark)
+                ep.reported.add((mark[0], span_id))
+        if ep.failed:
+            for f in ep.failed.values():
+                if f.span_id == found:
+                    f.span_id = span_id
+                    f.message = f.message.replace(found, span_id)
+        return True
 
     def _end_call(self, ep: Episode, call: ToolCall, attributes: Mapping[str, Any], end_ns: int,
                   status_code: int, events: Sequence[Any]) -> None:

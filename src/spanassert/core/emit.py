@@ -14,6 +14,7 @@ The processor's own telemetry is declared here and only here (README lists the s
 | `spanassert.spans.late` | counter | `{span}` | — |
 | `spanassert.overflows` | counter | `{event}` | kind |
 | `spanassert.internal_errors` | counter | `{error}` | kind |
+| `spanassert.guard.decisions` | counter | `{decision}` | decision (allowed, blocked, would_block), error, test id |
 | `spanassert.evaluation.duration` | histogram | `s` | — (time spent on one episode's spans) |
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ import logging
 import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
-from .engine import Sink
+from .episode import PENDING_PREFIX, Sink
 from .escaping import escape_control
 from .results import EpisodeResult, Violation
 
@@ -44,6 +45,8 @@ ATTR_AGENT = "gen_ai.agent.name"
 ATTR_CLOSE_REASON = "spanassert.close_reason"
 ATTR_REASON = "spanassert.reason"
 ATTR_KIND = "spanassert.kind"
+ATTR_DECISION = "spanassert.guard.decision"
+LABEL_BLOCKED = "blocked"  # gen_ai.evaluation.score.label of a call a guard refused
 
 log = logging.getLogger("spanassert")
 
@@ -86,7 +89,7 @@ def violation_event_attributes(v: Violation) -> Dict[str, Any]:
     """The attributes of the `gen_ai.evaluation.result` span event for one violation."""
     attrs: Dict[str, Any] = {
         ATTR_EVAL_NAME: v.test_id,
-        ATTR_EVAL_LABEL: "fail",
+        ATTR_EVAL_LABEL: LABEL_BLOCKED if v.blocked else "fail",
         ATTR_EVAL_EXPLANATION: v.message,
         ATTR_TEST_ID: v.test_id,
         ATTR_ASSERTION_TYPE: v.assertion_type,
@@ -161,6 +164,9 @@ class Telemetry(Sink):
             "spanassert.overflows", unit="{event}", description="Bounded-memory overflows (evictions, drops)")
         self.internal_errors = meter.create_counter(
             "spanassert.internal_errors", unit="{error}", description="Errors inside spanassert (never raised)")
+        self.guard_decisions = meter.create_counter(
+            "spanassert.guard.decisions", unit="{decision}",
+            description="Calls a guard decided before they ran: allowed, blocked, would_block (shadow)")
         self.duration = meter.create_histogram(
             "spanassert.evaluation.duration", unit="s",
             description="Time spent evaluating the spans of one episode, recorded when it closes")
@@ -312,6 +318,13 @@ class Telemetry(Sink):
         return [Observation(n, {ATTR_TEST_ID: t, ATTR_ASSERTION_TYPE: a, ATTR_VERDICT: v})
                 for (t, a, v), n in list(self._result_counts.items())]
 
+    def guard_decision(self, decision: str, test_id: Optional[str], error: bool) -> None:
+        """Count one guard decision (``allowed``, ``blocked`` or ``would_block``)."""
+        attrs: Dict[str, Any] = {ATTR_DECISION: decision, "spanassert.guard.error": error}
+        if test_id is not None:
+            attrs[ATTR_TEST_ID] = test_id
+        self.guard_decisions.add(1, attrs)
+
     # -- helpers ------------------------------------------------------------------------------------
     def internal_error(self, kind: str, exc: BaseException) -> None:
         """Count an internal error; log it once per kind (never raises)."""
@@ -342,7 +355,7 @@ class Telemetry(Sink):
             from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
             ctx = None
-            if v.trace_id and v.span_id:
+            if v.trace_id and v.span_id and not v.span_id.startswith(PENDING_PREFIX):
                 sc = SpanContext(int(v.trace_id, 16), int(v.span_id, 16), is_remote=False,
                                  trace_flags=TraceFlags(TraceFlags.SAMPLED))
                 ctx = set_span_in_context(NonRecordingSpan(sc))

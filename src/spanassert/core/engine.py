@@ -38,6 +38,7 @@ from .episode import (
     OVERFLOW_EPISODE_EVICTED,
     OVERFLOW_RESULT_TRUNCATED,
     OVERFLOW_TRACE_SPANS,
+    PENDING_PREFIX,
     UNREADABLE_ARGUMENTS,
     UNREADABLE_NO_NAME,
     UNREADABLE_TOO_LARGE,
@@ -48,7 +49,7 @@ from .episode import (
 from .lifecycle import FAR_FUTURE, EpisodeLifecycle
 from .model import CloseReason
 from .plan import Plans
-from .results import EpisodeResult
+from .results import EpisodeResult, Violation
 
 _clock = time.perf_counter
 
@@ -88,6 +89,8 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
         # need to call tick() only once it has passed. Touching an episode only moves its own
         # deadline later, so an early value just costs one tick that closes nothing.
         self.idle_deadline = FAR_FUTURE
+        self._capture: Optional[List[Violation]] = None  # see decide_pending
+        self._pending_seq = 0
 
     @property
     def open_count(self) -> int:
@@ -175,7 +178,9 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
             if outer is not None and (tool is None or tool == outer.name):
                 self._absorb(ep, span_id)
             elif tool is not None:
-                self._start_call(ep, tool, trace_id, span_id, parent_id, start_ns, parent_agent, call_id, attributes)
+                if ep.pending is None or not self._adopt_pending(ep, tool, call_id, span_id, parent_id, attributes):
+                    self._start_call(ep, tool, trace_id, span_id, parent_id, start_ns, parent_agent, call_id,
+                                     attributes)
             else:
                 positioned = False  # the name may only be set later; the call is positioned when its span ends
         if ep.plan.time_slots:
@@ -239,8 +244,10 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
                     self._unreadable(ep, UNREADABLE_NO_NAME, None)
                     self._step(ep, span_id)
                 else:
-                    call = self._start_call(ep, tool, trace_id, span_id, parent_id, start_ns, agent, call_id)
-                    ep.open_calls.pop(span_id, None)
+                    if ep.pending is None or not self._adopt_pending(ep, tool, call_id, span_id, parent_id,
+                                                                     attributes):
+                        self._start_call(ep, tool, trace_id, span_id, parent_id, start_ns, agent, call_id)
+                    call = ep.open_calls.pop(span_id, None)
             if call is not None:
                 self._end_call(ep, call, attributes, end_ns, status_code, events)
         elif role == ROLE_STEP and (ep.step_spans is None or span_id not in ep.step_spans):
@@ -280,10 +287,66 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
             return None
         return SpanOutcome(marks or [], closing)
 
+    # -- a guard's questions: a call decided before it runs -------------------------------------------
+    def decide_pending(self, trace_id: str, tool: str, args_raw: Any, call_id: Optional[str],
+                       parent_id: Optional[str], agent: Optional[str], start_ns: int,
+                       ) -> Tuple[str, List[Violation]]:
+        """A guard asks about a call before the framework runs it: the call is recorded now, at this
+        place in the trace's episode (opened if need be), as a tool span starting with these
+        arguments would be, and the violations its start produces are returned. The tool span that
+        follows is matched to it (``_adopt_pending``) and not counted again.
+
+        Returns (placeholder span id, starting with ``PENDING_PREFIX``; violations). A call id
+        already pending gets the same answer again, recorded once (a framework that asks twice)."""
+        ep = self.by_trace.get(trace_id)
+        if ep is None:
+            if self.by_trace_key and trace_id in self.recent:
+                ep = self._reopen(self.recent[trace_id])
+            else:
+                ep = self._open(self._new_trace_key(trace_id), trace_id, start_ns, {}, None, ROLE_TOOL, "", tool)
+        if start_ns > self.now_ns:
+            self.now_ns = start_ns
+        if start_ns > ep.last_ns:
+            ep.last_ns = start_ns
+        self.open.move_to_end(ep.key)
+        pending = ep.pending
+        if pending is None:
+            pending = ep.pending = {}
+        elif call_id is not None:
+            for key, (call, _) in pending.items():
+                if call.call_id == call_id and call.name == tool:
+                    return key, list(ep.marks.get(key, ())) if ep.marks else []
+        self._pending_seq += 1
+        key = f"{PENDING_PREFIX}{self._pending_seq:x}"
+        if agent is None and parent_id is not None:
+            agent = ep.spans.get(parent_id)
+        t0 = _clock()
+        found: List[Violation] = []
+        self._capture = found
+        try:
+            call = self._start_call(ep, tool, trace_id, key, parent_id, start_ns, agent, call_id, args_raw=args_raw)
+        finally:
+            self._capture = None
+        if len(pending) >= self.max_in_flight:
+            pending.pop(next(iter(pending)))  # bounded like open_calls (whose bound dropped it there too)
+        pending[key] = (call, args_raw)
+        ep.eval_s += _clock() - t0
+        return key, found
+
+    def started_call(self, trace_id: str, span_id: str, tool: str) -> Optional[List[Violation]]:
+        """The violations of the call of ``tool`` whose span ``span_id`` has started and not ended
+        (a guard asked from inside the tool's own span: its start decided it), or None when no
+        such call is open."""
+        ep = self.by_trace.get(trace_id)
+        call = ep.open_calls.get(span_id) if ep is not None else None
+        if ep is None or call is None or call.name != tool:
+            return None
+        return list(ep.marks.get(span_id, ())) if ep.marks else []
+
 
 __all__ = [
     "INCOMPLETE_ROOT_NOT_SEEN", "MAX_TOOL_DEFINITIONS", "OUT_OF_ORDER", "OVERFLOW_CALL_DROPPED",
     "OVERFLOW_EPISODE_EVICTED", "OVERFLOW_RESULT_TRUNCATED", "OVERFLOW_TRACE_SPANS", "ROLE_AGENT",
     "ROLE_OTHER", "ROLE_STEP", "ROLE_TOOL", "UNREADABLE_ARGUMENTS", "UNREADABLE_NO_NAME",
-    "UNREADABLE_TOO_LARGE", "Engine", "Episode", "Sink", "SpanOutcome",
+    "UNREADABLE_TOO_LARGE", "Engine", "Episode", "Sink", "SpanOutcome", "PENDING_PREFIX",
 ]

@@ -28,6 +28,7 @@ OUT_OF_ORDER = "calls arrived after the episode closed, before calls already jud
 MAX_SEEN_IDS = 1024  # span ids an episode remembers for late parts (past it: parents unknown)
 
 MAX_TOOL_DEFINITIONS = 256  # tools whose parameter names one episode remembers
+PENDING_PREFIX = "pending:"  # a guard's pending call's placeholder span id (no span id has it)
 
 
 class Sink:
@@ -150,6 +151,7 @@ class Episode(RuleStates):
         "last_call_ns",
         "reopened",
         "tool_params",
+        "pending",
     )
 
     def __init__(self, key: str, trace_id: str, plan: Plan, now_ns: int) -> None:
@@ -193,3 +195,7 @@ class Episode(RuleStates):
         # parameter name. Read at span end only, so that live and replay learn them at the same
         # point; bounded by MAX_TOOL_DEFINITIONS.
         self.tool_params: Optional[Dict[str, Tuple[str, ...]]] = None
+        # Calls a guard decided before their span started (Engine.decide_pending), with the
+        # arguments it was given, by placeholder span id, until the tool span that follows is
+        # matched to one (CallsAndSteps._adopt_pending).
+        self.pending: Optional[Dict[str, Tuple[ToolCall, Any]]] = None

@@ -30,6 +30,9 @@ class Violation:
     # gen_ai.agent.name of the episode (or, for serve's on-arrival checks, of the call's nearest known
     # agent span); a metric attribute, like the tool name.
     agent: Optional[str] = None
+    # A guard refused the call for it (a test with `action: block`): the span event's label says
+    # `blocked` instead of `fail`. Set only live, by the guard that decided the call.
+    blocked: bool = False
 
     def to_dict(self) -> Dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -25,6 +25,7 @@ class Verdicts:
     open: OrderedDict[str, Episode]
     by_trace: Dict[str, Episode]
     recent: OrderedDict[str, Episode]
+    _capture: Optional[List[Violation]]  # violations of a guard's pending call, while it is decided
 
     def _mark_incomplete(self, ep: Episode, incomplete: Sequence[str], root_seen: bool) -> None:
         view = ep.view
@@ -75,6 +76,8 @@ class Verdicts:
             if ep.marks is None:
                 ep.marks = {}
             ep.marks.setdefault(sid, []).append(v)
+        if self._capture is not None:
+            self._capture.append(v)
         self.sink.violation(v)
         return v
 
@@ -205,6 +208,7 @@ class Verdicts:
         # Keep what late spans need (assertion states); drop the rest.
         ep.spans = {}
         ep.open_calls = {}
+        ep.pending = None
 
 
     def _amend(self, ep: Episode, late: bool = False) -> None:

@@ -5,6 +5,7 @@
 - ``worker``: the background queue (bounded in spans and bytes) and its worker thread.
 - ``annotate``: where violations go on spans (an annotated copy, or the open root).
 - ``configurator``: :class:`SpanAssertConfigurator`, zero-code setup for ``opentelemetry-instrument``.
+- ``guard``: :class:`Guard`, deciding a tool call before it runs (``action: block`` tests).
 """
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from ..core.exports import lazy_exports
 _EXPORTS = {
     "AssertionSpanProcessor": ("spanassert.live.processor", "AssertionSpanProcessor"),
     "SpanAssertConfigurator": ("spanassert.live.configurator", "SpanAssertConfigurator"),
+    "Guard": ("spanassert.live.guard", "Guard"),
+    "Decision": ("spanassert.live.guard", "Decision"),
+    "ToolBlocked": ("spanassert.live.guard", "ToolBlocked"),
 }
 
 __all__ = list(_EXPORTS)

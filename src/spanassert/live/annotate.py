@@ -13,6 +13,7 @@ from typing import Any, Dict, Iterable, List, Optional, Set
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span
 
 from ..core.emit import (
+    ATTR_ASSERTION_INDEX,
     ATTR_ASSERTION_TYPE,
     ATTR_EVAL_EXPLANATION,
     ATTR_EVAL_LABEL,
@@ -46,6 +47,13 @@ def annotated_copy(span: ReadableSpan, violations: List[Violation]) -> ReadableS
         instrumentation_info=sdk.instrumentation_info(span),
         instrumentation_scope=span.instrumentation_scope,
     )
+
+
+def not_yet_on(span: ReadableSpan, violations: List[Violation]) -> List[Violation]:
+    """The violations whose evaluation event (same test and assertion) the span does not carry yet."""
+    have = {(e.attributes.get(ATTR_TEST_ID), e.attributes.get(ATTR_ASSERTION_INDEX))
+            for e in span.events if e.name == EVENT_NAME and e.attributes}
+    return [v for v in violations if (v.test_id, v.assertion_index) not in have]
 
 
 def failed_result_event_attributes(res: AssertionResult) -> Dict[str, Any]:

@@ -21,7 +21,7 @@ import os
 import threading
 import time
 import weakref
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
@@ -33,8 +33,11 @@ from ..core.results import EpisodeResult, Violation
 from ..mapping import ROLE_AGENT, ROLE_OTHER
 from ..mapping.mapper import surely_other
 from . import sdk
-from .annotate import LiveRoots, annotated_copy
+from .annotate import LiveRoots, annotated_copy, not_yet_on
 from .worker import NO_BARRIER, EndQueue, start_worker
+
+if TYPE_CHECKING:
+    from .guard import Guard
 
 PathOrConfig = Union[Config, str, "os.PathLike[str]"]
 
@@ -289,6 +292,8 @@ class AssertionSpanProcessor(SpanProcessor):
             self._roots.write_after_end(span, out.violations, ep.view.root_span_id if ep is not None else None)
             return span
         events = [v for v in out.violations if not v.shadow]
+        if events and span.events:
+            events = not_yet_on(span, events)  # a guard wrote a decision's events on the span itself
         return annotated_copy(span, events) if events else span
 
     def _deliver_closed(self, results: List[EpisodeResult]) -> None:
@@ -596,6 +601,32 @@ class AssertionSpanProcessor(SpanProcessor):
     @property
     def telemetry(self) -> Telemetry:
         return self._sink
+
+    # -- guard --------------------------------------------------------------------------------------------
+    def guard(self, *, fail_open: Optional[bool] = None, tracer_provider: Any = None) -> Guard:
+        """A :class:`~spanassert.live.guard.Guard` deciding calls before they run, from this
+        processor's episodes (the same counts, order and data flow its spans built)."""
+        from .guard import Guard
+
+        return Guard(self.config, processor=self, fail_open=fail_open, tracer_provider=tracer_provider)
+
+    def _guarded(self, decide: Callable[[Engine], Any]) -> Any:
+        """Run a guard's ``decide(engine)`` under the engine lock, after every span end still
+        queued (the decision reads the state all earlier spans left); the log records and callbacks
+        it produced run after the lock is released, before this returns."""
+        items: List[Any] = _NOTHING
+        try:
+            with self._lock:
+                self._sink.deferred = []
+                try:
+                    if self._queue.items:
+                        self._run_queue(_ALL)
+                    return decide(self.engine)
+                finally:
+                    items = self._sink.take_deferred()
+        finally:
+            if items:
+                self._sink.run_deferred(items)
 
 
 def _within(fn: Callable[[], None], timeout_s: float, name: str) -> bool:
