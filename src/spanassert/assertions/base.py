@@ -176,8 +176,6 @@ def _ambiguous_branch(items: List[Any]) -> bool:
 
 
 E_CFG_SCHEMA_REF = "E_CFG_SCHEMA_REF"
-_SCHEMA_CACHE: Dict[str, Any] = {}
-_SCHEMA_CACHE_SIZE = 1024
 # Keywords of drafts 2019-09 / 2020-12 that Draft 7 does not know.
 _MODERN_KEYWORDS = frozenset({
     "$defs", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "$vocabulary",
@@ -254,12 +252,9 @@ class BuildContext:
         over a registry that never retrieves anything."""
         import jsonschema
 
-        from .schema_util import local_registry, ref_problems
+        from .schema_util import SCHEMAS, local_registry, ref_problems, schema_key
 
-        try:
-            key = json.dumps(schema, sort_keys=True, default=repr)
-        except (TypeError, ValueError, RecursionError):
-            key = None
+        key = schema_key(schema)
         if key is None or '"$ref"' in key or '"$dynamicRef"' in key or '"$recursiveRef"' in key:
             problems = ref_problems(schema)
             if problems:
@@ -269,7 +264,7 @@ class BuildContext:
                                hint="put the referenced schema under `$defs` in the same schema and point at it "
                                     "with `$ref: '#/$defs/NAME'`")
                 return None
-        cached = _SCHEMA_CACHE.get(key) if key is not None else None
+        cached = SCHEMAS.get(("checked", key)) if key is not None else None
         if cached is not None:
             return cached
         from .schema_hints import misspelt_keywords
@@ -295,9 +290,7 @@ class BuildContext:
                 # Checking a schema against its meta-schema is most of the cost of loading a rules
                 # file; identical schemas (common across tests) are checked once. Validators are
                 # immutable, so sharing one is safe.
-                if len(_SCHEMA_CACHE) >= _SCHEMA_CACHE_SIZE:
-                    _SCHEMA_CACHE.pop(next(iter(_SCHEMA_CACHE)))
-                _SCHEMA_CACHE[key] = validator
+                SCHEMAS.put(("checked", key), validator)
             return validator
         except jsonschema.exceptions.SchemaError as exc:
             from .schema_hints import explain_schema_error
@@ -464,6 +457,14 @@ class Assertion:
             raw = json.dumps(value, sort_keys=True, default=str).encode("utf-8", "replace")
             return "hmac:" + hmac.new(self._evidence_key, raw, hashlib.sha256).hexdigest()[:16]
         return "<redacted>"
+
+    def evidence_note(self, value: Any, kind: str = EVIDENCE_ARGUMENTS) -> str:
+        """``; arguments: …`` for a message: the value (or its keyed hash) when this rule may show
+        that evidence (it opted in, or a key lets a hash stand in, so alerts group without
+        leaking); nothing otherwise."""
+        if self.evidence == EVIDENCE_ALL or self.evidence == kind or self._evidence_key:
+            return f"; {kind}: {self.show(value, kind)}"
+        return ""
 
 
 # -- registries ---------------------------------------------------------------------------------

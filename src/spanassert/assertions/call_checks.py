@@ -14,7 +14,6 @@ from typing import Any, Dict, Optional
 from ..core.durations import DURATION_PATTERN, format_seconds, parse_duration
 from ..core.model import CONTENT_OK, STATUS_ERROR, EpisodeView, Failure, Outcome, ToolCall
 from .base import (  # call_ref is re-exported
-    EVIDENCE_ALL,
     EVIDENCE_ARGUMENTS,
     NEED_ARGUMENTS,
     NEED_DURATION,
@@ -59,12 +58,6 @@ DURATION_SCHEMA: Dict[str, Any] = {
 }
 
 
-def wants_evidence(assertion: Assertion, kind: str) -> bool:
-    """Whether a message should carry a rendering of a recorded value: when the rule opted in to
-    that evidence, or when a keyed hash can stand in for it (so alerts group without leaking)."""
-    return assertion.evidence in (kind, EVIDENCE_ALL) or bool(assertion._evidence_key)
-
-
 class EveryCallState:
     """Per-episode state of a rule that judges every selected call on its own: O(1)."""
 
@@ -87,6 +80,19 @@ class EveryCallState:
         self.undecided += 1
         if self.first_undecided is None:
             self.first_undecided = f"`{call.name}` at {call_ref(call)}: {why}"
+
+
+def schema_failure(assertion: Assertion, state: EveryCallState, call: ToolCall, validator: Any, value: Any,
+                   kind: str, claim: str) -> Optional[Failure]:
+    """The one check of a call's recorded content against a JSON Schema (``trace_args_valid``,
+    ``expected: args_valid`` and ``tool_output_valid``): the failure at ``call`` when ``value`` (its
+    ``kind``, arguments or result) is invalid, naming the violated keywords and their bounds, and
+    the value itself only as the rule's evidence setting allows; None when it is valid."""
+    problems = validation_messages(validator, value)
+    if not problems:
+        return None
+    return state.fail(call, f"`{call.name}` {kind} at {call_ref(call)} {claim}: " + "; ".join(problems)
+                      + assertion.evidence_note(value, kind))
 
 
 def every_call_outcome(state: EveryCallState, episode: EpisodeView, subject: str, what: str) -> Outcome:
@@ -281,14 +287,8 @@ class ArgsValidAssertion(Assertion):
     def _check(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
         if self.validator is None:
             return None
-        args = call.arguments
-        problems = validation_messages(self.validator, args)
-        if not problems:
-            return None
-        message = f"`{call.name}` arguments at {call_ref(call)} violate the schema: " + "; ".join(problems)
-        if wants_evidence(self, EVIDENCE_ARGUMENTS):
-            message += f"; arguments: {self.show(args, EVIDENCE_ARGUMENTS)}"
-        return state.fail(call, message)
+        return schema_failure(self, state, call, self.validator, call.arguments, EVIDENCE_ARGUMENTS,
+                              "violate the schema")
 
     def _judgeable(self, call: ToolCall) -> bool:
         if call.arguments_state != CONTENT_OK:
@@ -323,9 +323,9 @@ __all__ = [
     "ToolDurationAssertion",
     "ArgsValidAssertion",
     "EveryCallState",
+    "schema_failure",
     "call_ref",
     "call_errored",
     "DURATION_SCHEMA",
-    "wants_evidence",
     "unfinished",
 ]

@@ -9,8 +9,9 @@
 """
 from __future__ import annotations
 
-import difflib
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+
+from ..core.suggest import close_names, same_but_case
 
 KeyPath = Tuple[Union[str, int], ...]
 
@@ -67,12 +68,10 @@ def misspelt_keywords(schema: Any) -> List[Tuple[KeyPath, str, str]]:
         for key in node:
             if not isinstance(key, str) or key in KEYWORDS or key.startswith("x-"):
                 continue
-            near = difflib.get_close_matches(key, KEYWORDS, n=1, cutoff=0.75)
-            if not near:
-                lowered = {k.lower(): k for k in KEYWORDS}
-                near = [lowered[key.lower()]] if key.lower() in lowered else []
-            if near:
-                out.append(((*path, key), key, near[0]))
+            near = close_names(key, KEYWORDS, cutoff=0.75)
+            guess = near[0] if near else same_but_case(key, KEYWORDS)
+            if guess is not None:
+                out.append(((*path, key), key, guess))
     return out
 
 
@@ -85,7 +84,7 @@ def explain_schema_error(exc: Any) -> Tuple[KeyPath, str]:
         wrong = value if isinstance(value, str) else None
         if isinstance(value, list):
             wrong = next((v for v in value if v not in TYPES), None)
-        near = difflib.get_close_matches(str(wrong), TYPES, n=1) if wrong is not None else []
+        near = close_names(str(wrong), TYPES) if wrong is not None else []
         hint = f"; did you mean `{near[0]}`?" if near else ""
         return path, (f"`type` must be one of {', '.join(TYPES)} (or a list of them), not {value!r}{hint}")
     where = f"`{key}`" if isinstance(key, str) else "this schema"

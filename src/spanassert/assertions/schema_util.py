@@ -10,6 +10,7 @@ jsonschema, whose errors make the messages.
 from __future__ import annotations
 
 import contextlib
+import json
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .schema_fast import compile_fast
@@ -118,32 +119,56 @@ def schema_names_arguments(schema: Any, _depth: int = 0) -> bool:
     return False
 
 
-# Fast predicates (see schema_fast), keyed by the id of the validator they were compiled from; the
-# validator is kept in the entry so the id cannot be reused while the entry lives. Validators are
-# shared per schema by BuildContext.compile_schema, so each schema is compiled once.
-_FAST: Dict[int, Tuple[Any, Optional[Callable[[Any], bool]]]] = {}
-_FAST_CACHE_SIZE = 4096
+class SchemaCache(Dict[Any, Any]):
+    """The one cache of compiled JSON Schemas: bounded, oldest entry out first. Reads are plain dict
+    lookups (the hot path asks it once per checked call). It holds
+
+    - ``("checked", schema_key(s))``: the validator of a rule's schema, checked against its
+      meta-schema (BuildContext.compile_schema): most of the cost of loading a rules file, and
+      identical schemas are common across tests;
+    - ``("field", schema_key(s))``: the validator of a rules-file field's own schema (the loader);
+    - ``id(validator)``: ``(validator, fast predicate)`` (:func:`fast_predicate`); the validator is
+      kept in the entry so its id cannot be reused while the entry lives.
+
+    Validators are immutable, so sharing one is safe."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def put(self, key: Any, value: Any) -> None:
+        if len(self) >= self.size:
+            # Another thread may change the cache meanwhile; it then stays roughly bounded.
+            with contextlib.suppress(StopIteration, RuntimeError):
+                self.pop(next(iter(self)), None)
+        self[key] = value
+
+
+SCHEMAS = SchemaCache(4096)
+
+
+def schema_key(schema: Any) -> Optional[str]:
+    """The cache key of a schema (its canonical JSON), or None when it has no JSON form."""
+    try:
+        return json.dumps(schema, sort_keys=True, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 def fast_predicate(validator: Any) -> Optional[Callable[[Any], bool]]:
     """The compiled yes/no check for ``validator``'s schema, or None when only jsonschema can judge."""
-    entry = _FAST.get(id(validator))
+    entry = SCHEMAS.get(id(validator))
     if entry is not None and entry[0] is validator:
-        return entry[1]
+        return entry[1]  # type: ignore[no-any-return]  # entries under an id hold (validator, predicate)
     predicate = compile_fast(validator)
-    if len(_FAST) >= _FAST_CACHE_SIZE:
-        try:
-            _FAST.pop(next(iter(_FAST)), None)
-        except (StopIteration, RuntimeError):
-            pass  # another thread changed the cache meanwhile; it stays roughly bounded
-    _FAST[id(validator)] = (validator, predicate)
+    SCHEMAS.put(id(validator), (validator, predicate))
     return predicate
 
 
 def validation_messages(validator: Any, instance: Any, limit: int = 5) -> List[str]:
     """Human messages for the errors of ``instance`` (at most ``limit``), each naming the path and
     the bound but not the value (values are evidence, shown only when a rule opts in)."""
-    entry = _FAST.get(id(validator))
+    entry = SCHEMAS.get(id(validator))
     predicate = entry[1] if entry is not None and entry[0] is validator else fast_predicate(validator)
     if predicate is not None:
         try:

@@ -18,7 +18,7 @@ from .base import (
     Field,
     register,
 )
-from .call_checks import call_ref, unfinished, wants_evidence
+from .call_checks import call_ref, unfinished
 from .selectors import ARGS_MATCH_SCHEMA, ArgsMatch, CallSelector, tool_fields, tool_selector
 
 _ARGS_MATCH_RULE = (
@@ -175,8 +175,8 @@ class MustNotCallToolAssertion(Assertion):
                 f"{self.selector.args_match.describe()}; such calls are forbidden"
             )
             # A detector condition matched a secret or personal data: never shown, whatever `evidence:` says.
-            if wants_evidence(self, EVIDENCE_ARGUMENTS) and not self.selector.args_match.uses_detectors:
-                message += f"; arguments: {self.show(call.arguments, EVIDENCE_ARGUMENTS)}"
+            if not self.selector.args_match.uses_detectors:
+                message += self.evidence_note(call.arguments, EVIDENCE_ARGUMENTS)
         if state.first_failure is None:
             state.first_failure = call_ref(call)
         return Failure.at(call, message)

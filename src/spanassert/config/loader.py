@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, 
 
 from ..assertions.base import ASSERTION_TYPES, COMMON_FIELDS, EXPECTED_TYPES, Assertion, BuildContext, Field
 from ..assertions.schema_fast import plainly_valid
+from ..assertions.schema_util import SCHEMAS, schema_key
 from ..core.durations import parse_duration
 from ..core.model import MISSING, ConfigError, Diagnostic, Outcome, Severity
 from ..core.suggest import did_you_mean
@@ -150,17 +151,14 @@ class LoaderBuildContext(BuildContext):
 
 
 # -- value checks against Field schemas ------------------------------------------------------------
-_VALIDATORS: Dict[str, Any] = {}
-
-
 def _validator(schema: Mapping[str, Any]) -> Any:
-    key = json.dumps(schema, sort_keys=True, default=str)
-    v = _VALIDATORS.get(key)
+    key = ("field", schema_key(schema))
+    v = SCHEMAS.get(key)
     if v is None:
         import jsonschema  # only for a field value the plain checks cannot accept (start-up stays light)
 
         v = jsonschema.Draft202012Validator(schema)
-        _VALIDATORS[key] = v
+        SCHEMAS.put(key, v)
     return v
 
 

@@ -8,9 +8,10 @@ the same topic so the right one can be picked by meaning.
 """
 from __future__ import annotations
 
-import difflib
 import re
 from typing import FrozenSet, Iterable, List, Optional, Tuple
+
+from ..core.suggest import same_but_case, spelling
 
 NEGATIVE = frozenset({"not", "never", "no", "forbid", "forbidden", "forbids", "block", "blocked", "blocklist",
                       "deny", "denied", "denylist", "disallow", "disallowed", "without", "avoid", "ban", "banned",
@@ -54,9 +55,8 @@ def topic(name: str) -> FrozenSet[str]:
 def _score(word: str, candidate: str) -> float:
     t1, t2 = topic(word), topic(candidate)
     overlap = len(t1 & t2) / len(t1 | t2) if t1 | t2 else 0.0
-    spelling = difflib.SequenceMatcher(None, word.lower(), candidate.lower()).ratio()
     same_intent = 1.0 if negative(word) == negative(candidate) else 0.0
-    return 2.0 * same_intent + 1.5 * overlap + spelling
+    return 2.0 * same_intent + 1.5 * overlap + spelling(word, candidate)
 
 
 def suggest_type(word: str, known: Iterable[str]) -> Tuple[Optional[str], List[str]]:
@@ -64,13 +64,13 @@ def suggest_type(word: str, known: Iterable[str]) -> Tuple[Optional[str], List[s
     pool = sorted(set(known))
     if not pool:
         return None, []
-    lowered = {c.lower(): c for c in pool}
-    if word.lower() in lowered:
-        return lowered[word.lower()], []
+    exact = same_but_case(word, pool)
+    if exact is not None:
+        return exact, []
     ranked = sorted(pool, key=lambda c: -_score(word, c))
     best = ranked[0]
     t = topic(word)
-    plausible = bool(t & topic(best)) or difflib.SequenceMatcher(None, word.lower(), best.lower()).ratio() >= 0.6
+    plausible = bool(t & topic(best)) or spelling(word, best) >= 0.6
     family = [c for c in ranked if t & topic(c)][:8]
     return (best if plausible else None), family
 

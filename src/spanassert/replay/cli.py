@@ -102,14 +102,15 @@ def _timestamp(text: str) -> int:
 def _select(config: Any, tests: List[str], tags: List[str], option: str) -> Any:
     """The config with only the tests chosen by --test/--tag, or None after printing why not."""
     import copy
-    import difflib
+
+    from ..core.suggest import close_names
 
     if not tests and not tags:
         return config
     known = [t.id for t in config.tests]
     for wanted in tests:
         if wanted not in known:
-            near = difflib.get_close_matches(wanted, known, n=3)
+            near = close_names(wanted, known, n=3)
             hint = f"did you mean {', '.join(repr(n) for n in near)}? " if near else ""
             _error(f"--test {wanted}: no test with that id in {option} {config.source or ''}; {hint}"
                    f"the ids are: {', '.join(known) or '(none)'}")

@@ -25,7 +25,6 @@ from .common import (
     E_CFG_UNTRUSTED,
     E_CFG_VACUOUS,
     W_CFG_NO_EFFECT,
-    evidence_suffix,
     given,
     load_policy_file,
 )
@@ -75,7 +74,6 @@ __all__ = [
     "ToolDescriptionIntegrity",
     "ToolOutputValid",
     "cosine_similarity",
-    "evidence_suffix",
     "given",
     "load_policy_file",
     "resolve_embedder",

@@ -17,14 +17,13 @@ from ..base import (
     call_ref,
     register_expected,
 )
-from ..call_checks import EveryCallState, every_call_outcome
-from ..schema_util import schema_is_vacuous, schema_names_arguments, validation_messages
+from ..call_checks import EveryCallState, every_call_outcome, schema_failure
+from ..schema_util import schema_is_vacuous, schema_names_arguments
 from ..selectors import warn_tool_name
 from .common import (
     E_CFG_CONFLICT,
     E_CFG_POLICY,
     E_CFG_VACUOUS,
-    evidence_suffix,
     given,
     load_policy_file,
 )
@@ -110,12 +109,7 @@ class _ToolSchemaCheck(Assertion):
         entry = self.schemas.get(call.name)
         if entry is None:
             return None
-        problems = validation_messages(entry[1], value)
-        if not problems:
-            return None
-        msg = (f"`{call.name}` {self.kind_label} at {call_ref(call)} {self.violates} its schema: " + "; ".join(problems)
-               + evidence_suffix(self, value, self.evidence_kind))
-        return state.fail(call, msg)
+        return schema_failure(self, state, call, entry[1], value, self.evidence_kind, f"{self.violates} its schema")
 
     def on_call_start(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
         if call.name in self.schemas:

@@ -7,7 +7,6 @@ from typing import Any, Mapping
 
 from ...core.model import MISSING
 from ..base import (
-    Assertion,
     BuildContext,
 )
 
@@ -24,12 +23,6 @@ W_CFG_NO_EFFECT = "W_CFG_NO_EFFECT"
 def given(values: Mapping[str, Any], key: str) -> bool:
     v = values.get(key, MISSING)
     return v is not MISSING and v is not None
-
-
-def evidence_suffix(a: Assertion, value: Any, kind: str) -> str:
-    """`` (arguments …)`` when this rule may show the value (or its keyed hash); else nothing."""
-    shown = a.show(value, kind)
-    return "" if shown == "<redacted>" else f" ({kind}: {shown})"
 
 
 def load_policy_file(path: str, ctx: BuildContext, field: str) -> Any:
