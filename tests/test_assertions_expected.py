@@ -122,9 +122,13 @@ def _bag_of_letters(text: str) -> List[float]:
     return [float(text.lower().count(c)) for c in "abcdefghijklmnopqrstuvwxyz"]
 
 
-def test_semantic_similarity_without_an_embedder_is_refused_never_passed():
-    err = refused("semantic_similarity_to", {"semantic_similarity_to": "hello"})
-    assert err.codes == ["E_CFG_EMBEDDER"]
+def test_semantic_similarity_without_an_embedder_is_inconclusive_never_passed():
+    # issue 19: without settings.embedder it is judged only on spans carrying precomputed embeddings
+    ctx = BuildContext()
+    a = build("semantic_similarity_to", {"semantic_similarity_to": "hello"}, ctx=ctx)
+    assert [w[0] for w in ctx.warnings] == ["W_CFG_EMBEDDINGS_FROM_TRACE"]
+    r = run(a, [], final_output="hello")
+    assert r.verdict == Verdict.INCONCLUSIVE and "no embedder is configured" in r.message
 
 
 def test_semantic_similarity_passes_at_or_above_min_score():

@@ -103,7 +103,10 @@ def test_sequence_valid_without_a_usable_regex_is_ineffective():
 def test_sequence_valid_trace_entries_need_exactly_one_name_key():
     assert "exactly one of `tool` or `tool_name`" in refused(
         "sequence_valid", {"test_trace_raw": [{"args": {}}], "policy": {"regex": "a"}}).text
-    assert refused("sequence_valid", {"policy": {"regexp": "a"}}).codes == ["E_CFG_SCHEMA"]
+    # a misspelt `regex` is a free-form key (Assay accepts those, issue 19): said, and the form, with no
+    # regex, cannot fail, so the loader refuses it as ineffective
+    misspelt = unit("sequence_valid", {"policy": {"regexp": "a"}})
+    assert "carries no regex" in misspelt.ineffective_reason()
 
 
 # -- tool_blocklist -------------------------------------------------------------------------------

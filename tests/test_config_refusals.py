@@ -148,9 +148,11 @@ REFUSALS: List[Refusal] = [
             expect: pass
         """), frozenset({"E_CFG_UNKNOWN_KEY", "E_CFG_VALUE", "E_CFG_UNIT", "E_ASSERT_INEFFECTIVE"}),
         "tests[0].assertions[0].test_trace", ("test_trace_raw",)),
-    Refusal("semantic_similarity_to without an embedder", _test("""
+    # (without settings.embedder it loads: it is judged where the spans carry precomputed embeddings)
+    Refusal("semantic_similarity_to with an embedder that cannot be imported",
+            "version: 1\nsettings: {embedder: 'no_such_module_xyz:embed'}\n" + _test("""
         expected: {type: semantic_similarity_to, semantic_similarity_to: "the refund was issued"}
-        """), frozenset({"E_CFG_EMBEDDER"}), None, ("embedder",)),
+        """).replace("version: 1\n", "", 1), frozenset({"E_CFG_EMBEDDER"}), None, ("embedder",)),
     Refusal("top-level policies (Assay v0)", "version: 1\npolicies: [x]\ntests:\n  - id: t\n",
             frozenset({"E_CFG_LEGACY_POLICIES"}), "policies", ("assertions:",), (2, 1)),
     Refusal("$ref expected (legacy)", _test("""

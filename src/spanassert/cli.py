@@ -214,6 +214,8 @@ SUBCOMMANDS: Dict[str, Tuple[str, str, str]] = {
     "serve": ("spanassert.serve", "add_serve_command", "receive OTLP traces (gRPC and HTTP) and check them live"),
     "init": ("spanassert.replay.init_cli", "add_init_command",
              "write a starting rules file (drafted from traces with --from-trace)"),
+    "migrate": ("spanassert.config.migrate", "add_migrate_command",
+                "convert an Assay v0 rules file (no `version`) to the V1 form"),
     "completion": ("spanassert.cli", "add_completion_command",
                    "print a shell completion script (bash, zsh or fish)"),
 }

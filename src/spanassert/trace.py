@@ -360,7 +360,8 @@ def plan_expectations(expectations: Any) -> _Plan:
     data = _as_dict(expectations)
     unknown = set(data) - set(EXPECTATION_KEYS)
     if unknown:
-        raise ValueError(f"unknown expectation key(s) {sorted(unknown)}; understudy's keys are {list(EXPECTATION_KEYS)}")
+        raise ValueError(f"unknown expectation key(s) {sorted(unknown)}; understudy's keys are "
+                         f"{list(EXPECTATION_KEYS)}")
     plan = _Plan()
     tests: List[Dict[str, Any]] = [
         {"id": f"{key}: {tool}", "assertions": [{"type": kind, "tool": tool}]}
@@ -447,28 +448,24 @@ def _judge_whole_trace(trace: Trace, plan: _Plan) -> List[CheckItem]:
     def item(label: str, verdict: Verdict, detail: str) -> None:
         items.append(CheckItem(label=label, verdict=verdict, detail=detail, episode=key))
 
+    def seen_or_not(label: str, what: str, seen: bool, wanted: bool, seen_text: str, unseen_text: str) -> None:
+        """``what`` was ``seen`` or not; ``wanted`` says whether seeing it is the pass. Not seen is
+        decided only on complete evidence."""
+        if seen:
+            item(label, Verdict.PASSED if wanted else Verdict.FAILED, f"{what} {seen_text}")
+        elif unknown:
+            item(label, Verdict.INCONCLUSIVE, f"{what} not {seen_text.split(' ')[0].lower()} so far, but {unknown}")
+        else:
+            item(label, Verdict.FAILED if wanted else Verdict.PASSED, f"{what} {unseen_text}")
+
     for agent in plan.required_agents:
-        if agent in invoked:
-            item(f"required_agents: {agent}", Verdict.PASSED, f"{agent} invoked")
-        elif unknown:
-            item(f"required_agents: {agent}", Verdict.INCONCLUSIVE, f"{agent} not invoked so far, but {unknown}")
-        else:
-            item(f"required_agents: {agent}", Verdict.FAILED, f"{agent} NOT invoked")
+        seen_or_not(f"required_agents: {agent}", agent, agent in invoked, True, "invoked", "NOT invoked")
     for agent in plan.forbidden_agents:
-        if agent in invoked:
-            item(f"forbidden_agents: {agent}", Verdict.FAILED, f"{agent} INVOKED (violation)")
-        elif unknown:
-            item(f"forbidden_agents: {agent}", Verdict.INCONCLUSIVE, f"{agent} not invoked so far, but {unknown}")
-        else:
-            item(f"forbidden_agents: {agent}", Verdict.PASSED, f"{agent} not invoked")
+        seen_or_not(f"forbidden_agents: {agent}", agent, agent in invoked, False, "INVOKED (violation)",
+                    "not invoked")
     for agent, tool in plan.required_agent_tools:
-        label = f"required_agent_tools: {agent}.{tool}"
-        if trace.agent_called(agent, tool):
-            item(label, Verdict.PASSED, f"{agent}.{tool} called")
-        elif unknown:
-            item(label, Verdict.INCONCLUSIVE, f"{agent}.{tool} not called so far, but {unknown}")
-        else:
-            item(label, Verdict.FAILED, f"{agent}.{tool} NOT called")
+        seen_or_not(f"required_agent_tools: {agent}.{tool}", f"{agent}.{tool}", trace.agent_called(agent, tool), True,
+                    "called", "NOT called")
     if plan.resolution is not None:
         actual = trace.terminal_state
         detail = f"expected={plan.resolution}, actual={actual}"

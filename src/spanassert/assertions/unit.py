@@ -10,7 +10,7 @@ The same names under ``expected:`` check the recorded calls of an episode instea
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..core.model import MISSING, Outcome
 from .base import Assertion, BuildContext, Field, register
@@ -20,6 +20,7 @@ EXPECT_FIELD = Field({"enum": ["pass", "fail"]}, default="pass",
                      doc="What the policy must answer for the supplied data: pass or fail (exactly).")
 
 E_CFG_UNIT = "E_CFG_UNIT"
+W_CFG_NO_EFFECT = "W_CFG_NO_EFFECT"
 
 # Traces tried on a sequence regex to tell whether it accepts everything.
 _REGEX_PROBES = ("", "x", "search_web", "read_file write_file", "Authenticate submit_payment logout", "a-b.c d_e 0 9")
@@ -28,6 +29,15 @@ _REGEX_PROBES = ("", "x", "search_web", "read_file write_file", "Authenticate su
 def _given(values: Dict[str, Any], key: str) -> bool:
     v = values.get(key, MISSING)
     return v is not MISSING and v is not None
+
+
+def _free_form(policy: Dict[str, Any], read: Tuple[str, ...], ctx: BuildContext) -> None:
+    """Keys of a unit-test form's `policy` beside the ones it reads: free-form, as in Assay (its
+    tests/assertions_unknown_fields.rs pins them as accepted); said, since they check nothing."""
+    extra = sorted(str(k) for k in policy if k not in read)
+    if extra:
+        ctx.warn(W_CFG_NO_EFFECT, f"`policy` key(s) {extra} beside {', '.join(f'`{k}`' for k in read)} are not "
+                 "read (Assay accepts and ignores them too)", field="policy")
 
 
 class _UnitForm(Assertion):
@@ -67,10 +77,7 @@ class ArgsValidUnit(_UnitForm):
         self._schema_invalid = False
         policy = values.get("policy") if _given(values, "policy") else MISSING
         if isinstance(policy, dict) and "schema" in policy:
-            extra = sorted(k for k in policy if k != "schema")
-            if extra:
-                ctx.error(E_CFG_UNIT, f"`policy` has key(s) {extra} next to `schema`; only `schema` is evaluated",
-                          field="policy", hint="move the constraints into `schema`")
+            _free_form(policy, ("schema",), ctx)
             self.schema = policy["schema"]
         elif isinstance(policy, dict) and isinstance(policy.get(self.tool), dict):
             self.schema = policy[self.tool]  # a {tool: schema} map
@@ -114,8 +121,8 @@ class SequenceValidUnit(_UnitForm):
             doc="The calls to test, in order: `{tool | tool_name, args?}`.",
         ),
         "test_trace": Field({}, doc="Refused: use `test_trace_raw`."),
-        "policy": Field({"type": "object", "properties": {"regex": {"type": "string"}}, "additionalProperties": False},
-                        doc="`{regex: PATTERN}` searched in the space-joined tool names."),
+        "policy": Field({"type": "object", "properties": {"regex": {"type": "string"}}},
+                        doc="`{regex: PATTERN}` searched in the space-joined tool names (other keys are not read)."),
         "expect": EXPECT_FIELD,
     }
 
@@ -132,7 +139,9 @@ class SequenceValidUnit(_UnitForm):
                           field=f"test_trace_raw[{i}]")
                 continue
             self.names.append(entry["tool"] if has_tool else entry["tool_name"])
-        policy = values.get("policy") if _given(values, "policy") else {}
+        raw_policy = values.get("policy")
+        policy: Dict[str, Any] = raw_policy if isinstance(raw_policy, dict) else {}
+        _free_form(policy, ("regex",), ctx)
         self.pattern: str = policy.get("regex") or ""
         self.regex = ctx.compile_regex(self.pattern, field="policy.regex") if self.pattern else None
         self._regex_invalid = bool(self.pattern) and self.regex is None
@@ -162,16 +171,17 @@ class ToolBlocklistUnit(_UnitForm):
            "`policy.blocked` (exact match), and the answer is compared with `expect`.")
     fields = {
         "test_tool_calls": Field({"type": "array", "items": {"type": "string"}}, doc="Tool names to test."),
-        "policy": Field({"type": "object", "properties": {"blocked": {"type": "array", "items": {"type": "string"}}},
-                         "additionalProperties": False},
-                        doc="`{blocked: [NAME, ...]}`."),
+        "policy": Field({"type": "object", "properties": {"blocked": {"type": "array", "items": {"type": "string"}}}},
+                        doc="`{blocked: [NAME, ...]}` (other keys are not read)."),
         "expect": EXPECT_FIELD,
     }
 
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
         self.calls: List[str] = list(values.get("test_tool_calls") or [])
-        policy = values.get("policy") if _given(values, "policy") else {}
+        raw_policy = values.get("policy")
+        policy: Dict[str, Any] = raw_policy if isinstance(raw_policy, dict) else {}
+        _free_form(policy, ("blocked",), ctx)
         self.blocked = frozenset(b for b in (policy.get("blocked") or []) if b)
 
     def ineffective_reason(self) -> Optional[str]:

@@ -352,9 +352,12 @@ class _Loader:
 
     def version(self, root: Dict[str, Any]) -> int:
         present = [k for k in ("version", "configVersion") if k in root]
+        migrate = f"`spanassert migrate {self.doc.file or 'FILE'}`"
         if not present:
-            self.report.error(codes.E_CFG_VERSION, "the rules file has no `version`", (),
-                              hint="add `version: 1` at the top of the file")
+            self.report.error(codes.E_CFG_VERSION, "the rules file has no `version` (a file without one is Assay's "
+                              "legacy v0 format)", (),
+                              hint=f"add `version: 1` at the top of the file, or run {migrate} to convert an Assay "
+                                   "v0 file (it inlines `$ref` and policy files and writes `version: 1`)")
             return 1
         if len(present) == 2:
             self.report.error(codes.E_CFG_VERSION, "both `version` and `configVersion` are given",
@@ -366,8 +369,8 @@ class _Loader:
         if value == 0 and isinstance(value, int) and not isinstance(value, bool):
             self.report.error(codes.E_CFG_VERSION,
                               f"`{key}: 0` is Assay's legacy format, which spanassert does not read", (key,),
-                              hint="convert the file to version 1 (checks go in each test's `assertions:`) "
-                                   "and set `version: 1`")
+                              hint=f"run {migrate} to convert it to version 1 (it inlines `$ref` and policy "
+                                   "files and writes `version: 1`)")
         else:
             self.report.error(codes.E_CFG_VERSION, f"`{key}` must be 1; got {_short(value)}", (key,),
                               hint="set `version: 1` (an unquoted integer)")
@@ -628,7 +631,8 @@ class _Loader:
             self.report.error(codes.E_CFG_LEGACY_REF,
                               f"test `{test_id}`: `expected: {{$ref: ...}}` points to a separate file, which "
                               "version 1 does not read", path + ("$ref",), at_key=True,
-                              hint="copy the referenced check into this `expected:` block in the tagged form")
+                              hint="copy the referenced check into this `expected:` block in the tagged form, or "
+                                   f"run `spanassert migrate {self.doc.file or 'FILE'}`, which does that")
             return None
         if len(keys) == 1 and keys[0] in LEGACY_EXPECTED:
             key = keys[0]

@@ -46,6 +46,8 @@ TOP_FIELDS: Dict[str, Field] = {
                    doc="The tests; each holds `expected:` and/or `assertions:`."),
     "thresholds": Field({}, doc=_IGNORED),
     "otel": Field({}, doc=_IGNORED),
+    "definitions": Field({}, doc="A place for YAML anchors (`&name`) used further down; not read (Assay exempts "
+                                 "it from its unknown-key check too)."),
 }
 
 ASSAY_SETTINGS = ("parallel", "timeout_seconds", "cache", "seed", "judge", "thresholding", "on_error",
@@ -126,7 +128,11 @@ INPUT_SCHEMA: Dict[str, Any] = {
         {"type": "string"},
         {
             "type": "object",
-            "properties": {"prompt": {"type": "string"}, "context": {"type": "string"}},
+            # `context`: the seed documents a string; Assay's runtime reads a list of strings
+            # (TestInput.context: Option<Vec<String>>). Both are accepted; nothing reads it.
+            "properties": {"prompt": {"type": "string"},
+                           "context": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}},
+                                                 {"type": "null"}]}},
             "required": ["prompt"],
             "additionalProperties": False,
         },
@@ -142,7 +148,8 @@ TEST_FIELDS: Dict[str, Field] = {
     "action": Field({"enum": list(ACTIONS)}, default="alert",
                     doc="`alert` (report a violation) or `block`: a guard refuses a call that breaks this test "
                         "before it runs (in `mode: shadow`, it logs what it would have blocked)."),
-    "input": Field(INPUT_SCHEMA, doc="The prompt (Assay); a string or `{prompt, context}`."),
+    "input": Field(INPUT_SCHEMA, doc="The prompt (Assay); a string or `{prompt, context}` (`context`: a string or "
+                                     "a list of strings)."),
     "expected": Field(_ref("expected"), doc="Exactly one check of the episode's outcome."),
     "assertions": Field({"type": "array", "items": _ref("assertion")}, doc="Checks of the tool calls."),
     "tags": Field({"type": "array", "items": {"type": "string"}}, doc="Labels for selecting tests."),

@@ -281,6 +281,9 @@ class CallsAndSteps(Verdicts):
         if out is not None:
             ep.view.final_output = out
             ep.view.final_output_state = "ok"
+        embeddings = self.mapper.embeddings(attributes)
+        if embeddings is not None:
+            ep.view.embeddings = embeddings
 
 
     # -- early check (receiver) -----------------------------------------------------------------------

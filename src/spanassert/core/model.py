@@ -445,6 +445,7 @@ class EpisodeView:
         "unreadable_calls",
         "final_output",
         "final_output_state",
+        "embeddings",
         "service",
         "calls_dropped",
         "start_ns",
@@ -469,6 +470,9 @@ class EpisodeView:
         self.unreadable_calls = 0
         self.final_output: Optional[str] = None
         self.final_output_state: str = CONTENT_MISSING
+        # Precomputed embeddings recorded on the span that carried the final output (raw attribute
+        # values by name, see Mapper.embeddings), or None.
+        self.embeddings: Optional[Dict[str, Any]] = None
         self.service: Optional[str] = None
         self.calls_dropped = 0
         # Span time of the episode's GenAI spans (agent, model, tool): the earliest start and the

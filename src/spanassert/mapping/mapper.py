@@ -40,6 +40,12 @@ OI_TOOL_NAME = "tool.name"
 OI_TOOL_ID = "tool.id"
 OI_INPUT = "input.value"
 OI_OUTPUT = "output.value"
+# Precomputed embeddings (Assay's trace meta `assay.embeddings.*`, as span attributes): the final
+# output's vector, the reference text's vector, and the reference text that vector is of.
+EMB_RESPONSE = "assay.embeddings.response"
+EMB_REFERENCE = "assay.embeddings.reference"
+EMB_SOURCE_REFERENCE = "assay.embeddings.source_reference"
+EMB_MODEL = "assay.embeddings.model"
 OI_AGENT_NAME = "agent.name"
 OI_SESSION = "session.id"
 OI_TOOL_JSON_SCHEMA = "tool.json_schema"
@@ -505,6 +511,13 @@ class Mapper:
         value = get(OI_INPUT)
         text = content.as_text(value) if value is not None else None
         return [text] if text else []
+
+    @staticmethod
+    def embeddings(attributes: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+        """The precomputed embeddings a span carries (``assay.embeddings.*``), raw; None when it has none."""
+        get = lookup(attributes)
+        found = {k: get(k) for k in (EMB_RESPONSE, EMB_REFERENCE, EMB_SOURCE_REFERENCE, EMB_MODEL)}
+        return {k: v for k, v in found.items() if v is not None} or None
 
     def final_output(self, attributes: Mapping[str, Any], events: Iterable[Any] = ()) -> Optional[str]:
         """The agent's final answer text, or None when the span did not record it."""

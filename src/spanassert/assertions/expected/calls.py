@@ -3,9 +3,10 @@ result against its tool's JSON Schema) and ``tool_blocklist``, each failing at t
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ...core.model import CONTENT_MISSING, CONTENT_OK, MISSING, EpisodeView, Failure, Outcome, ToolCall
+from ..args_policy import ToolPolicy, enforces_nothing, is_structured, read_structured
 from ..base import (
     EVIDENCE_ARGUMENTS,
     EVIDENCE_RESULT,
@@ -61,8 +62,6 @@ def _compile_tool_schemas(schemas: Mapping[str, Any], ctx: BuildContext, field: 
     return out
 
 
-# Keys that mark Assay's structured (v2) tool policy, which this map-based check does not evaluate.
-_STRUCTURED_POLICY_KEYS = frozenset({"version", "name", "tools", "schemas", "allow", "deny", "enforcement"})
 
 
 class _ToolSchemaCheck(Assertion):
@@ -138,16 +137,23 @@ class _ToolSchemaCheck(Assertion):
 class ArgsValidExpected(_ToolSchemaCheck):
     type_name = "args_valid"
     doc = ("Every recorded call of a tool that has a schema must have arguments valid against it; tools "
-           "without a schema are not checked. Unrecorded arguments make the verdict inconclusive.")
+           "without a schema are not checked. Unrecorded arguments make the verdict inconclusive. A structured "
+           "(Assay v2) policy adds tool patterns: a call of a tool matching `deny`, or matching no `allow` "
+           "pattern, fails on its name; with `enforcement.unconstrained_tools: deny` so does a call of a tool "
+           "without a schema.")
     fields = {
-        "schema": Field(TOOL_SCHEMA_MAP, doc="Inline map {tool: JSON Schema of its arguments}."),
+        "schema": Field({"type": "object"}, doc="Inline map {tool: JSON Schema of its arguments}, or a structured "
+                        "(Assay v2) policy {version: \"2.0\", allow, deny, schemas, enforcement}."),
         "policy": Field({"type": "string", "minLength": 1},
-                        doc="Path to a YAML/JSON file holding such a map (relative to the rules file)."),
+                        doc="Path to a YAML/JSON file holding such a map or a structured policy (relative to the "
+                            "rules file)."),
     }
 
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
         self.needs = frozenset({NEED_ARGUMENTS})
+        self.policy: Optional[ToolPolicy] = None
+        self._vacuous_policy = False
         if not given(values, "schema") and not given(values, "policy"):
             ctx.error(E_CFG_VACUOUS, "`args_valid` needs `schema` or `policy`: with neither it checks nothing",
                       field="schema", hint="give `schema: {tool: JSON Schema}` or `policy: path/to/schemas.yaml`")
@@ -155,31 +161,69 @@ class ArgsValidExpected(_ToolSchemaCheck):
             return
         errors_before = len(ctx.errors)
         merged: Dict[str, Any] = {}
+        sources: List[Tuple[str, str, Any]] = []  # (field, name in messages, value)
         if given(values, "schema"):
-            merged.update(values["schema"])
+            sources.append(("schema", "inline `schema`", values["schema"]))
         if given(values, "policy"):
             loaded = load_policy_file(values["policy"], ctx, "policy")
             if loaded is not MISSING:
-                if not isinstance(loaded, dict):
-                    ctx.error(E_CFG_POLICY, f"policy file {values['policy']!r} must hold a map {{tool: JSON Schema}}",
-                              field="policy")
-                elif _STRUCTURED_POLICY_KEYS & set(loaded):
-                    ctx.error(E_CFG_POLICY,
-                              f"policy file {values['policy']!r} looks like a structured tool policy; `expected: "
-                              "args_valid` "
-                              "takes a map {tool: JSON Schema}", field="policy")
+                sources.append(("policy", f"policy file {values['policy']!r}", loaded))
+        structured = [s for s in sources if is_structured(s[2])]
+        if structured:
+            # Assay reads the inline `schema` when both are given (resolve.rs: a policy is loaded only
+            # when `schema` is absent); giving both is refused here, as for the map form's conflicts.
+            if len(sources) > 1:
+                ctx.error(E_CFG_CONFLICT, "give the policy once: a structured policy in `schema` or in `policy`, "
+                          "not with another one", field="policy")
+            else:
+                field, where, raw = structured[0]
+                self.policy = read_structured(raw, ctx, field, where)
+                if self.policy is not None:
+                    merged = dict(self.policy.schemas)
+        for field, where, raw in [] if structured else sources:
+            if not isinstance(raw, dict):
+                ctx.error(E_CFG_POLICY, f"{where} must hold a map {{tool: JSON Schema}}", field=field)
+                continue
+            if list(raw) == ["schemas"]:
+                ctx.error(E_CFG_POLICY, f"{where} holds only `schemas`, which is ambiguous: a map with one tool named "
+                          "`schemas`, or a structured policy", field=field,
+                          hint="add `version: \"2.0\"` for a structured policy (a tool named `schemas` then goes "
+                               "under `schemas.schemas`)")
+                continue
+            if "version" in raw and not isinstance(raw["version"], str):
+                ctx.error(E_CFG_POLICY, f"{where}: `version` must be a string such as \"2.0\" (a tool named "
+                          "`version` goes under `version: \"2.0\"` and `schemas.version`)", field=field)
+                continue
+            for tool, schema in raw.items():
+                if not isinstance(schema, (dict, bool)):
+                    ctx.error("E_CFG_TYPE", f"`{field}.{tool}` must be a JSON Schema (a mapping or a boolean), "
+                              f"not {type(schema).__name__}", field=f"{field}.{tool}")
+                elif tool in merged:
+                    ctx.error(E_CFG_CONFLICT, f"tool `{tool}` has a schema both inline and in the policy file",
+                              field=f"schema.{tool}")
                 else:
-                    for tool in loaded:
-                        if tool in merged:
-                            ctx.error(E_CFG_CONFLICT, f"tool `{tool}` has a schema both inline and in the policy file",
-                                      field=f"schema.{tool}")
-                    merged.update({k: v for k, v in loaded.items() if k not in merged})
-        if not merged and len(ctx.errors) == errors_before:
+                    merged[tool] = schema
+        if not merged and self.policy is None and len(ctx.errors) == errors_before:
             ctx.error(E_CFG_VACUOUS, "`args_valid` has no tool schemas, so it checks nothing", field="schema")
-        self.schemas = _compile_tool_schemas(merged, ctx, "schema")
+        where_field = structured[0][0] + ".schemas" if structured else "schema"
+        self.schemas = _compile_tool_schemas(merged, ctx, where_field,
+                                             self.policy.shared_defs if self.policy is not None else None)
         # A schema on named arguments cannot judge a bare value nobody could bind to a name.
         self._names_arguments = {tool: schema_names_arguments(schema) for tool, (schema, _) in self.schemas.items()}
         self._finalise()
+        if self.policy is not None and len(ctx.errors) == errors_before:
+            vacuous = all(schema_is_vacuous(s) for s, _ in self.schemas.values())
+            if enforces_nothing(self.policy, vacuous):
+                ctx.error(E_CFG_VACUOUS, f"{structured[0][1]} enforces nothing: no `deny`, no `allow` list short of "
+                          "`*`, no schema that constrains, no `unconstrained_tools: deny`", field=structured[0][0])
+            if self.policy.judges_names:
+                self.tools = None  # a call of any tool can break the allow/deny lists
+                self.reports_at_start = True
+
+    def ineffective_reason(self) -> Optional[str]:
+        if self.policy is not None:
+            return None  # judged at build (Assay's rule for structured policies)
+        return super().ineffective_reason()
 
     def _content(self, call: ToolCall) -> tuple[Any, str]:
         return call.arguments, call.arguments_state
@@ -190,12 +234,34 @@ class ArgsValidExpected(_ToolSchemaCheck):
             return call.arguments_problem
         return why
 
+    def _name_problem(self, call: ToolCall) -> Optional[str]:
+        if self.policy is None:
+            return None
+        return self.policy.name_problem(call.name, call.name in self.schemas)
+
     def on_call_start(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
+        why = self._name_problem(call)
+        if why is not None:
+            return state.fail(call, f"`{call.name}` called at {call_ref(call)}: {why}")
+        if call.name not in self.schemas:
+            if self.policy is not None:
+                state.checked += 1  # judged on its name (allow/deny), and it has no schema
+            return None
         super().on_call_start(state, call)
         # With content when the arguments were on the span at its start (the engine reads them then).
-        if call.name in self.schemas and self._unjudgeable(call) is None:
+        if self._unjudgeable(call) is None:
             return self._validate(state, call, call.arguments)
         return None
+
+    def on_call_end(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
+        if self._name_problem(call) is not None:
+            return None  # failed at its start, on its name
+        return super().on_call_end(state, call)
+
+    def on_close(self, state: EveryCallState, episode: EpisodeView) -> Outcome:
+        if self.tools is None:
+            return every_call_outcome(state, episode, "tool calls", "met the args_valid policy")
+        return super().on_close(state, episode)
 
 
 @register_expected

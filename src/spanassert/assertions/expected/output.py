@@ -18,9 +18,9 @@ from ..base import (
 )
 from ..schema_util import schema_is_vacuous, validation_messages
 from .common import (
-    E_CFG_CONFLICT,
     E_CFG_UNSATISFIABLE,
     E_CFG_VACUOUS,
+    W_CFG_NO_EFFECT,
     given,
     load_policy_file,
 )
@@ -203,8 +203,8 @@ class JsonSchemaCheck(OutputCheck):
         "json_schema": Field({"type": ["string", "object", "boolean"]},
                              doc="The JSON Schema, as a JSON string or inline YAML."),
         "schema_file": Field({"type": "string", "minLength": 1},
-                             doc="Path to a JSON/YAML schema file (relative to the rules file), instead of "
-                                 "`json_schema`."),
+                             doc="Path to a JSON/YAML schema file (relative to the rules file); when given, it is "
+                                 "the schema and `json_schema` is not read (as in Assay)."),
     }
 
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
@@ -214,9 +214,10 @@ class JsonSchemaCheck(OutputCheck):
         inline = values.get("json_schema", MISSING)
         has_inline = given(values, "json_schema") and inline != ""
         if has_inline and given(values, "schema_file"):
-            ctx.error(E_CFG_CONFLICT, "give the schema once: `json_schema` or `schema_file`, not both",
-                      field="schema_file")
-            return
+            # Assay accepts both and reads the file (validation.rs: schema_file replaces json_schema).
+            ctx.warn(W_CFG_NO_EFFECT, "`json_schema` is not read when `schema_file` is given: the schema comes from "
+                     "the file (as in Assay)", field="json_schema",
+                     hint="remove `json_schema`, or set it to \"\" as a placeholder")
         if given(values, "schema_file"):
             self.schema = load_policy_file(values["schema_file"], ctx, "schema_file")
             if self.schema is MISSING:

@@ -4,10 +4,11 @@ reference text's, with the embedder a setting names.
 from __future__ import annotations
 
 import importlib
+import json
 import math
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from ...core.model import MISSING, Outcome
+from ...core.model import MISSING, EpisodeView, Outcome
 from ..base import (
     BuildContext,
     Field,
@@ -70,12 +71,46 @@ def cosine_similarity(a: Sequence[float], b: Sequence[float]) -> Optional[float]
     return dot / (na * nb)
 
 
+# Assay's tolerance at the bound: a score within it of `min_score` passes (SEMANTIC_SIMILARITY_EPSILON).
+SIMILARITY_EPSILON = 1e-6
+# The longest precomputed vector read from a span (a hostile attribute must not cost unbounded work).
+MAX_EMBEDDING_DIMS = 65_536
+W_CFG_EMBEDDINGS_FROM_TRACE = "W_CFG_EMBEDDINGS_FROM_TRACE"
+_EMB_RESPONSE = "assay.embeddings.response"
+_EMB_REFERENCE = "assay.embeddings.reference"
+_EMB_SOURCE_REFERENCE = "assay.embeddings.source_reference"
+
+
+def _vector(value: Any, what: str) -> Union[List[float], str]:
+    """A recorded vector (an array attribute, or a JSON array in a string) as floats, or why not."""
+    if isinstance(value, str):
+        if len(value) > MAX_EMBEDDING_DIMS * 32:
+            return f"{what} is too long to read"
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return f"{what} is not a JSON array of numbers"
+    if not isinstance(value, (list, tuple)) or not value:
+        return f"{what} is not a non-empty array of numbers"
+    if len(value) > MAX_EMBEDDING_DIMS:
+        return f"{what} has {len(value)} dimensions, more than the {MAX_EMBEDDING_DIMS} read"
+    out: List[float] = []
+    for x in value:
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(float(x)):
+            return f"{what} contains a value that is not a finite number"
+        out.append(float(x))
+    return out
+
+
 @register_expected
 class SemanticSimilarityTo(OutputCheck):
     type_name = "semantic_similarity_to"
     doc = ("The cosine similarity between the embeddings of the final output and a reference text must be at "
-           "least `min_score`. Needs `settings.embedder` (module:function, text -> vector); without one the "
-           "rules file is refused, never passed.")
+           "least `min_score` (within 1e-6, as Assay). The embeddings are read from the episode's spans when they "
+           "carry them precomputed (`assay.embeddings.response` and `assay.embeddings.reference`, with "
+           "`assay.embeddings.source_reference` naming the reference text, on the span that carries the final "
+           "output); otherwise `settings.embedder` (module:function, text -> vector) computes them. With neither, "
+           "the check is inconclusive, never passed.")
     fields = {
         "semantic_similarity_to": Field({"type": "string", "minLength": 1}, doc="The reference text."),
         "text": Field({"type": "string", "minLength": 1}, doc="Alias of `semantic_similarity_to`."),
@@ -101,11 +136,22 @@ class SemanticSimilarityTo(OutputCheck):
         score = values.get("min_score") if given(values, "min_score") else values.get("threshold")
         self.min_score = float(score) if score is not None and score is not MISSING else DEFAULT_MIN_SCORE
         if given(values, "thresholding"):
-            ctx.warn(W_CFG_NO_EFFECT, "`thresholding` tunes baseline comparisons, which spanassert does not run; it "
-                                      "has no effect",
+            ctx.warn(W_CFG_NO_EFFECT, "`thresholding` tunes baseline comparisons, which spanassert does not run; "
+                     "it has no effect",
                      field="thresholding")
         ref_key = "text" if given(values, "text") else "semantic_similarity_to"
-        self.embedder = resolve_embedder(ctx.settings.get("embedder"), ctx, ref_key)
+        self.embedder: Optional[Embedder] = None
+        setting = ctx.settings.get("embedder")
+        if setting is None and not ctx.settings.get("embedder_ref"):
+            # No embedder: judged only where the spans carry precomputed embeddings (as Assay reads them
+            # from the trace); inconclusive elsewhere, never passed.
+            ctx.warn(W_CFG_EMBEDDINGS_FROM_TRACE, "no settings.embedder: `semantic_similarity_to` is judged only on "
+                     f"episodes whose spans carry precomputed embeddings ({_EMB_RESPONSE}, {_EMB_REFERENCE}, "
+                     f"{_EMB_SOURCE_REFERENCE}), and is inconclusive on the others", field=ref_key,
+                     hint="set settings.embedder: 'module:function' (a function from text to a vector of floats) to "
+                          "judge every episode")
+        else:
+            self.embedder = resolve_embedder(setting, ctx, ref_key)
         self._reference_vector: Optional[Sequence[float]] = None
 
     def ineffective_reason(self) -> Optional[str]:
@@ -117,6 +163,49 @@ class SemanticSimilarityTo(OutputCheck):
         assert self.embedder is not None
         return [float(x) for x in self.embedder(text)]
 
+    def _precomputed(self, episode: EpisodeView) -> Union[Tuple[List[float], List[float]], str]:
+        """The precomputed (output, reference) vectors of the episode, or why they cannot be used."""
+        emb = episode.embeddings
+        if not emb or _EMB_RESPONSE not in emb or _EMB_REFERENCE not in emb:
+            return f"the spans carry no precomputed embeddings ({_EMB_RESPONSE} and {_EMB_REFERENCE})"
+        source = emb.get(_EMB_SOURCE_REFERENCE)
+        if source != self.reference:
+            # One episode may be judged against several references: a reference vector counts only for
+            # the text it says it embeds.
+            said = "does not say which text it embeds" if source is None else "embeds another text"
+            return (f"the precomputed reference embedding {said} ({_EMB_SOURCE_REFERENCE} must equal this "
+                    "check's reference text)")
+        response = _vector(emb[_EMB_RESPONSE], _EMB_RESPONSE)
+        reference = _vector(emb[_EMB_REFERENCE], _EMB_REFERENCE)
+        if isinstance(response, str):
+            return response
+        if isinstance(reference, str):
+            return reference
+        return response, reference
+
+    def _judge(self, vector: Sequence[float], reference: Sequence[float], source: str) -> Outcome:
+        score = cosine_similarity(vector, reference)
+        if score is None:
+            return Outcome.inconclusive(
+                f"cosine similarity is undefined (vector lengths {len(vector)} and {len(reference)}, or a zero vector; "
+                f"{source})")
+        if score + SIMILARITY_EPSILON >= self.min_score:
+            return Outcome.passed(
+                f"cosine similarity {score:.3f} is at least min_score {self.min_score:.2f} ({source})")
+        return Outcome.failed(f"cosine similarity {score:.3f} is below min_score {self.min_score:.2f} ({source})")
+
+    def on_close(self, state: Any, episode: EpisodeView) -> Outcome:
+        found = self._precomputed(episode)
+        if isinstance(found, tuple):
+            if not episode.decidable:
+                reason = episode.close_reason.value if episode.close_reason is not None else "unknown"
+                return Outcome.inconclusive(f"the episode did not complete (closed by {reason}), so its final output "
+                                            "is not final")
+            return self._judge(found[0], found[1], "precomputed embeddings from the trace")
+        if self.embedder is None:
+            return Outcome.inconclusive(f"no embedder is configured and {found}")
+        return super().on_close(state, episode)
+
     def check_text(self, text: str) -> Outcome:
         if self.embedder is None:
             return Outcome.inconclusive("no embedder is configured")
@@ -127,11 +216,4 @@ class SemanticSimilarityTo(OutputCheck):
         except Exception as exc:  # noqa: BLE001 - an embedder failure is an unknown, not a crash
             # Only the exception type: its text may quote the (unredacted) output.
             return Outcome.inconclusive(f"the embedder failed ({type(exc).__name__})")
-        score = cosine_similarity(vector, self._reference_vector)
-        if score is None:
-            return Outcome.inconclusive(
-                f"cosine similarity is undefined (vector lengths {len(vector)} and {len(self._reference_vector)}, or "
-                "a zero vector)")
-        if score >= self.min_score:
-            return Outcome.passed(f"cosine similarity {score:.3f} is at least min_score {self.min_score:.2f}")
-        return Outcome.failed(f"cosine similarity {score:.3f} is below min_score {self.min_score:.2f}")
+        return self._judge(vector, self._reference_vector, "settings.embedder")
