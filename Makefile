@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-sdk-oldest lint demo bench stress clean
+.PHONY: venv test test-sdk-oldest fwenvs lint demo bench stress clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) fwenvs
 	$(PY) -m pytest -q tests
 	$(MAKE) test-sdk-oldest
 
@@ -35,6 +35,12 @@ test-sdk-oldest:
 	PYTHONPATH=src SPANASSERT_EXPECT_SDK=1.40.0 $(SDK_OLDEST_VENV)/bin/python -m pytest -q -p no:spanassert -p spanassert.pytest_plugin -m 'not needs_dict_attributes' \
 	  --deselect 'tests/test_conventions_live.py::test_convention_gives_the_episode_its_calls_and_arguments[otel-genai-structured]' \
 	  $(LIVE_TESTS)
+
+# The guard adapters' framework envs (.ci/frameworks/<name>.txt -> ~/.cache/spanassert/venvs/<name>-<sha12>),
+# built once and cached, before the tests that run a framework's agent in them. A build that fails here is not
+# fatal: those tests then skip with the reason (and fail under CI=true, tests/conftest.py).
+fwenvs: $(STAMP)
+	-$(PY) tests/fwenv.py build
 
 # ruff + mypy --strict over src/, per-file counts that must not grow (.ci/lint-baseline.json).
 lint: $(STAMP)
