@@ -19,6 +19,7 @@ def main() -> int:
     import config_bench
     import html_bench
     import live
+    import mcp_bench
     import memory_bench
     import replay_bench
     import serve_bench
@@ -38,6 +39,7 @@ def main() -> int:
         ("serve", lambda: serve_bench.run(300 if quick else 2_000)),
         ("html", lambda: html_bench.run(10_000)),
         ("startup", lambda: startup_bench.run(7 if quick else 15)),
+        ("mcp", lambda: mcp_bench.run(500 if quick else 2_000)),
     ]:
         if only and name not in only:
             continue

@@ -216,6 +216,8 @@ SUBCOMMANDS: Dict[str, Tuple[str, str, str]] = {
              "write a starting rules file (drafted from traces with --from-trace)"),
     "migrate": ("spanassert.config.migrate", "add_migrate_command",
                 "convert an Assay v0 rules file (no `version`) to the V1 form"),
+    "mcp-proxy": ("spanassert.live.guard_adapters.mcp_proxy", "add_mcp_proxy_command",
+                  "run an MCP server behind a stdio proxy that refuses the tool calls a rule blocks"),
     "completion": ("spanassert.cli", "add_completion_command",
                    "print a shell completion script (bash, zsh or fish)"),
 }
