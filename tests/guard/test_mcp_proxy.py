@@ -224,3 +224,23 @@ def test_a_call_carrying_its_clients_trace_context_joins_that_trace(tmp_path: Pa
     assert replayed[client_trace]["never-drop-databases"] == "failed" == live[client_trace]["never-drop-databases"]
     assert "root not seen" in json.dumps(doc["episodes"])
     assert code == 1
+
+
+def test_the_proxy_stops_when_the_server_exits_while_the_client_stays(tmp_path: Path) -> None:
+    # The client keeps stdin open; the server exits at once. The proxy must not hang on the client.
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES, encoding="utf-8")
+    proxy = subprocess.Popen([sys.executable, "-m", "spanassert", "mcp-proxy", "--config", str(rules), "--export",
+                              str(tmp_path / "spans.jsonl"), "--", sys.executable, "-c", "pass"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(ROOT),
+                             env=proxy_env(tmp_path))
+    try:
+        code = proxy.wait(timeout=60)  # stdin stays open: no communicate()
+        err = proxy.stderr.read().decode() if proxy.stderr else ""
+    finally:
+        if proxy.poll() is None:
+            proxy.kill()
+        if proxy.stdin:
+            proxy.stdin.close()
+    assert code == 1, err
+    assert "closed its output; stopping" in err
