@@ -38,7 +38,7 @@ def test_version_and_help_import_no_subcommand_module(argv: List[str]) -> None:
     if argv == ["--version"]:
         assert proc.stdout.startswith("spanassert ")
     if argv == ["--help"]:
-        for command in ("validate", "schema", "replay", "serve", "init", "completion"):
+        for command in ("validate", "schema", "replay", "serve", "init", "mcp-proxy", "completion"):
             assert command in proc.stdout
     assert heavy(names) == []
 
@@ -160,3 +160,18 @@ def test_main_called_by_another_program_leaves_the_collector_alone() -> None:
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     result = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")]
     assert result == ["RESULT 1 True 0"], proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_mcp_proxy_help_imports_neither_mcp_nor_the_sdk() -> None:
+    # The proxy's module is imported for its own --help; mcp, anyio, the SDK and the rules engine
+    # only when it runs. (Read from sys.modules: -X importtime leaves out a module whose import
+    # argparse's exit interrupts.)
+    code = ("import sys\nfrom spanassert.cli import main\ntry:\n    main(['mcp-proxy', '--help'])\n"
+            "finally:\n    sys.stderr.write('\\n'.join(sorted(sys.modules)))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    names = set(proc.stderr.splitlines())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "spanassert[mcp]" in proc.stdout
+    assert "spanassert.live.guard_adapters.mcp_proxy" in names
+    running_only = ("mcp", "mcp_types", "anyio", "pydantic", "spanassert.live.processor", "spanassert.live.guard")
+    assert heavy(names, (*(p for p in HEAVY if p != "spanassert.live"), *running_only)) == []
