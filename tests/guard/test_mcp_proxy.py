@@ -244,3 +244,51 @@ def test_the_proxy_stops_when_the_server_exits_while_the_client_stays(tmp_path: 
             proxy.stdin.close()
     assert code == 1, err
     assert "closed its output; stopping" in err
+
+
+def test_a_call_retried_after_input_required_is_one_call_decided_once(tmp_path: Path) -> None:
+    # MCP 2026-07-28 (SEP-2322): a server may answer tools/call with `input_required`; the client
+    # retries the same call (new id, same name and arguments, plus inputResponses/requestState).
+    # The retry continues the decided call: "at most one refund" must not refuse it, while a real
+    # second call is refused. (The gate with the real guard, processor and SDK, fed the messages.)
+    from spanassert import load_config
+    from spanassert.live.guard_adapters.mcp_proxy import ProxyTelemetry
+    from spanassert.otlp import read_spans
+    from spanassert.otlp.writers import JsonLinesSpanExporter
+
+    rules = ("version: 1\ntests:\n  - id: one-refund\n    action: block\n    assertions:\n"
+             "      - {type: trace_max_tool_calls, tool: issue_refund, max: 1}\n")
+    export = tmp_path / "spans.jsonl"
+    telemetry = ProxyTelemetry(load_config(rules), [JsonLinesSpanExporter(str(export))], server="shop")
+    gate = telemetry.gate
+    call = {"name": "issue_refund", "arguments": {"order_id": "A1", "amount": 20}}
+    assert gate.client_request(1, "tools/call", dict(call)) is None
+    gate.server_result(1, {"resultType": "input_required", "requestState": "s1",
+                           "inputRequests": {"confirm": {"method": "elicitation/create", "params": {}}}})
+    retry = dict(call, inputResponses={"confirm": {"action": "accept", "content": {}}}, requestState="s1")
+    assert gate.client_request(2, "tools/call", retry) is None  # the same call goes on
+    gate.server_result(2, {"content": [{"type": "text", "text": "refunded"}], "isError": False})
+    second = gate.client_request(3, "tools/call", dict(call))
+    assert second is not None and second["isError"] and "one-refund" in second["content"][0]["text"]
+    telemetry.shutdown()
+    refunds = [s for s in read_spans(str(export)) if s.attributes.get("gen_ai.tool.name") == "issue_refund"]
+    assert len(refunds) == 2
+    answered = next(s for s in refunds if "gen_ai.tool.call.result" in s.attributes)
+    assert [e.name for e in answered.events if e.name.startswith("mcp.")] == ["mcp.input_required.retry"]
+
+
+def test_a_shadow_blocking_rule_refuses_nothing_and_says_what_it_would_have_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from spanassert import load_config
+    from spanassert.live.guard_adapters.mcp_proxy import ProxyTelemetry
+    from spanassert.otlp.writers import JsonLinesSpanExporter
+
+    rules = ("version: 1\ntests:\n  - id: never-drop-databases\n    action: block\n    mode: shadow\n"
+             "    assertions:\n      - {type: trace_must_not_call_tool, tool: delete_database}\n")
+    telemetry = ProxyTelemetry(load_config(rules), [JsonLinesSpanExporter(str(tmp_path / "s.jsonl"))], server="db")
+    assert telemetry.gate.client_request(7, "tools/call", {"name": "delete_database", "arguments": {}}) is None
+    telemetry.gate.server_result(7, {"content": [], "isError": False})
+    telemetry.shutdown()
+    err = capsys.readouterr().err
+    assert "shadow: would refuse tools/call 'delete_database' (request 7)" in err and "never-drop-databases" in err
+    assert "refused tools/call" not in err

@@ -226,7 +226,11 @@ class ToolCallGate:
         self.session_id = uuid.uuid4().hex
         self.root = tracer.start_span(f"mcp-proxy {server}", attributes={
             "mcp.session.id": self.session_id, "server.address": server})
-        self.pending: Dict[Any, Any] = {}
+        self.pending: Dict[Any, Tuple[Any, str]] = {}  # request id -> (span, call key)
+        # Calls the server answered with `input_required` (MCP 2026-07-28, SEP-2322): the client
+        # retries the same tools/call (new id, same name and arguments, plus inputResponses /
+        # requestState). A retry continues the decided call: not decided, nor counted, again.
+        self.awaiting_input: Dict[str, List[Any]] = {}
         # The protocol version: stamped on each request's _meta (2026-07-28 on), else the one the
         # initialize handshake agreed.
         self.negotiated_version: Optional[str] = None
@@ -245,6 +249,14 @@ class ToolCallGate:
         if not isinstance(name, str):
             return None  # the server answers a malformed call with its own error
         arguments = params.get("arguments")
+        key = call_key(name, arguments)
+        if ("inputResponses" in params or "requestState" in params) and self.awaiting_input.get(key):
+            span = self.awaiting_input[key].pop(0)
+            if not self.awaiting_input[key]:
+                del self.awaiting_input[key]
+            span.add_event("mcp.input_required.retry", {"jsonrpc.request.id": str(request_id)})
+            self.pending[request_id] = (span, key)
+            return None
         from opentelemetry import context as otel_context
         from opentelemetry import trace
 
@@ -263,7 +275,7 @@ class ToolCallGate:
                                           attributes=self._call_attributes(name, arguments, request_id))
         finally:
             otel_context.detach(token)
-        self.pending[request_id] = span
+        self.pending[request_id] = (span, key)
         self.forwarded += 1
         return None
 
@@ -276,7 +288,7 @@ class ToolCallGate:
         """``notifications/cancelled`` from the client: the call's span ends there, as cancelled."""
         if not isinstance(params, dict):
             return
-        span = self.pending.pop(params.get("requestId"), None)
+        span, _ = self.pending.pop(params.get("requestId"), (None, ""))
         if span is not None:
             from opentelemetry.trace import Status, StatusCode
 
@@ -289,8 +301,11 @@ class ToolCallGate:
             self._initialize_ids.discard(request_id)
             if isinstance(result.get("protocolVersion"), str):
                 self.negotiated_version = result["protocolVersion"]
-        span = self.pending.pop(request_id, None)
+        span, key = self.pending.pop(request_id, (None, ""))
         if span is None:
+            return
+        if result.get("resultType") == "input_required":
+            self.awaiting_input.setdefault(key, []).append(span)  # the call goes on in a retry
             return
         text = json.dumps(result, ensure_ascii=False, separators=(",", ":"), default=str)
         if len(text) > MAX_RESULT_CHARS:
@@ -305,7 +320,7 @@ class ToolCallGate:
         span.end()
 
     def server_error(self, request_id: Any, code: Any, message: Any) -> None:
-        span = self.pending.pop(request_id, None)
+        span, _ = self.pending.pop(request_id, (None, ""))
         if span is None:
             return
         from opentelemetry.trace import Status, StatusCode
@@ -319,11 +334,14 @@ class ToolCallGate:
         """The session ends: calls still waiting for the server end as unanswered, then the root."""
         from opentelemetry.trace import Status, StatusCode
 
-        for span in self.pending.values():
+        unanswered = [span for span, _ in self.pending.values()]
+        unanswered += [span for spans in self.awaiting_input.values() for span in spans]
+        for span in unanswered:
             span.set_attribute("error.type", "no_response")
             span.set_status(Status(StatusCode.ERROR, "the proxy closed before the server answered"))
             span.end()
         self.pending.clear()
+        self.awaiting_input.clear()
         if self.root.is_recording():
             self.root.set_attribute("spanassert.mcp_proxy.refused", self.refused)
             self.root.set_attribute("spanassert.mcp_proxy.forwarded", self.forwarded)
@@ -368,6 +386,14 @@ class ToolCallGate:
             self.log.flush()
         except (OSError, ValueError):
             pass
+
+
+def call_key(name: str, arguments: Any) -> str:
+    """What identifies a retried call: its tool and its arguments (canonical JSON)."""
+    try:
+        return name + "\0" + json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):
+        return name + "\0" + repr(arguments)
 
 
 def refusal_result(message: str, protocol_version: Optional[str]) -> Dict[str, Any]:
