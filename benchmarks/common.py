@@ -44,14 +44,22 @@ def timed(fn: Callable[[], None]) -> float:
     return time.perf_counter() - t0
 
 
-def rules_yaml(n_tests: int, seed: int = 7, called: int = 19) -> str:
+KINDS = 14  # the six kinds of the first benchmarks, then the eight of issue 16
+
+
+def rules_yaml(n_tests: int, seed: int = 7, called: int = 19, calls_required: bool = True) -> str:
     """A deterministic rules file with ``n_tests`` tests mixing the assertion types production users
-    write. Episodes of the benchmarks call ``tool_0`` … ``tool_{called-1}`` in order, so in steady
-    state every rule passes (violations are rare in production; their cost is not the hot path)."""
+    write (each of the KINDS kinds in turn). Episodes of the benchmarks call ``tool_0`` …
+    ``tool_{called-1}`` in order, so in steady state every rule passes (violations are rare in
+    production; their cost is not the hot path). ``calls_required=False``: the three kinds that an
+    episode without tool calls fails (must call, a sequence, the final tool) become kinds it passes
+    (must not call, a call cap, the allowlist), for episodes of model steps or plain child spans."""
     rng = random.Random(seed)
     lines = ["version: 1", "suite: bench", "tests:"]
     for i in range(n_tests):
-        kind = i % 6
+        kind = i % KINDS
+        if not calls_required:
+            kind = {1: 0, 4: 2, 13: 12}.get(kind, kind)
         a, b = sorted(rng.sample(range(called), 2))
         lines.append(f"  - id: rule-{i}")
         lines.append("    severity: error")
@@ -69,9 +77,27 @@ def rules_yaml(n_tests: int, seed: int = 7, called: int = 19) -> str:
         elif kind == 4:
             lines += ["      - type: trace_tool_sequence", f"        sequence: [tool_{a}, tool_{b}]",
                       "        allow_other_tools: true"]
-        else:
+        elif kind == 5:
             lines += ["      - type: trace_must_not_call_tool", "        tool: send_email",
                       "        args_match: {to: '@evil\\.com$'}"]
+        elif kind == 6:
+            lines += ["      - type: trace_no_repeat", "        max: 2", "        window: 10"]
+        elif kind == 7:
+            lines += ["      - type: trace_max_tokens", "        max: 100000000"]
+        elif kind == 8:
+            lines += ["      - type: trace_max_cost", "        max: 1000", "        prices:",
+                      "          gpt-4o: {input: 2.5, output: 10}", "        default_price: {input: 5, output: 20}"]
+        elif kind == 9:
+            lines += ["      - type: trace_max_duration", "        max: 1h"]
+        elif kind == 10:
+            lines += ["      - type: trace_no_sensitive_data", "        detectors: [secrets, credit_card]"]
+        elif kind == 11:
+            lines += ["      - type: trace_no_flow", f"        from: {{tool: tool_{a}}}", f"        to: {{tool: tool_{b}}}",
+                      "        min_length: 8"]
+        elif kind == 12:
+            lines += ["      - type: trace_only_tools", "        tool_pattern: 'tool_[0-9]+'"]
+        else:
+            lines += ["      - type: trace_final_tool", f"        tool: tool_{called - 1}"]
     return "\n".join(lines) + "\n"
 
 

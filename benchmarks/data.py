@@ -37,7 +37,8 @@ def agent_spans(episodes: int, calls: int = 19, seed: int = 11) -> List:
                 "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support",
                 "gen_ai.conversation.id": f"conv-{e}"}):
             with t.start_as_current_span("chat gpt-4o", attributes={
-                    "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"}):
+                    "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o",
+                    "gen_ai.usage.input_tokens": 120, "gen_ai.usage.output_tokens": 30}):
                 pass
             for i in range(calls):
                 with t.start_as_current_span(f"execute_tool tool_{i}", attributes={

@@ -14,14 +14,20 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..core.model import CONTENT_OK, CONTENT_UNPARSABLE, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, NEED_FINAL_OUTPUT, NEED_RESULT, Assertion, BuildContext, Field, register
 from .call_checks import call_ref, unfinished
-from .detectors import DETECTOR_NAMES, expand, scan
+from .detectors import DETECTOR_NAMES, expand, scan, scanner
 from .selectors import MAX_MATCH_CHARS, warn_tool_name
-from .values import Walk, show_path
+from .values import MAX_LEAVES, Walk, show_path
 
 WHERE_ARGUMENTS = "arguments"
 WHERE_RESULTS = "results"
 WHERE_OUTPUT = "output"
 _WHERE = (WHERE_ARGUMENTS, WHERE_RESULTS, WHERE_OUTPUT)
+
+
+# Calls whose start cleared their arguments, remembered per episode until they end (calls that never
+# end past this many are scanned again at their end, as without the memory).
+_MAX_CLEARED = 4096
+_SCALARS = frozenset((str, int, float, bool, type(None)))
 
 
 def leaf_text(leaf: Any) -> Optional[str]:
@@ -35,6 +41,21 @@ def leaf_text(leaf: Any) -> Optional[str]:
 def find_in_value(value: Any, names: List[str]) -> Tuple[Optional[Tuple[str, str]], bool]:
     """The first (detector, path) found among the leaves of ``value``, and whether the scan was
     complete (False: a leaf too long or too many leaves; nothing found is then not a pass)."""
+    find = scanner(names).scan
+    if type(value) is dict and len(value) <= MAX_LEAVES and all(type(v) in _SCALARS for v in value.values()):
+        # Flat arguments, the common case: the same leaves in the same order as the walk below.
+        complete = True
+        for key, leaf in value.items():
+            text = leaf_text(leaf)
+            if text is None:
+                continue
+            if len(text) > MAX_MATCH_CHARS:
+                complete = False
+                continue
+            hit = find(text)
+            if hit is not None:
+                return (hit, show_path([key])), True
+        return None, complete
     walk = Walk()
     complete = True
     for path, leaf in walk.leaves(value):
@@ -44,20 +65,23 @@ def find_in_value(value: Any, names: List[str]) -> Tuple[Optional[Tuple[str, str
         if len(text) > MAX_MATCH_CHARS:
             complete = False
             continue
-        hit = scan(text, names)
+        hit = find(text)
         if hit is not None:
             return (hit, show_path(path)), True
     return None, complete and not walk.cut
 
 
 class SensitiveState:
-    __slots__ = ("first_failure", "scanned", "undecided", "open")
+    __slots__ = ("first_failure", "scanned", "undecided", "open", "cleared_at_start")
 
     def __init__(self) -> None:
         self.first_failure: Optional[str] = None
         self.scanned = 0
         self.undecided = 0
         self.open = 0
+        # call -> whether the scan of its arguments at start was complete (nothing was found):
+        # when the end carries the same arguments, they are not scanned again.
+        self.cleared_at_start: Dict[ToolCall, bool] = {}
 
 
 @register
@@ -131,16 +155,26 @@ class NoSensitiveDataAssertion(Assertion):
         state.open += 1
         # Only reached with content when a front door gives arguments at start (the engine does not).
         if self.scan_args and call.arguments_state == CONTENT_OK:
-            hit, _ = find_in_value(call.arguments, self.names)
+            hit, complete = find_in_value(call.arguments, self.names)
             if hit is not None:
                 return self._found(state, call, "arguments", hit)
+            if len(state.cleared_at_start) < _MAX_CLEARED:
+                state.cleared_at_start[call] = complete
         return None
 
     def on_call_end(self, state: SensitiveState, call: ToolCall) -> Optional[Failure]:
         state.open = max(0, state.open - 1)
         failure: Optional[Failure] = None
+        cleared = state.cleared_at_start.pop(call, None) if state.cleared_at_start else None
         if self.scan_args:
-            failure = self._scan(state, call, "arguments", call.arguments_state, call.arguments, None)
+            if cleared is not None and call.args_at_start:
+                # The same arguments, scanned at start: counted as the scan at the end would.
+                if cleared:
+                    state.scanned += 1
+                else:
+                    state.undecided += 1
+            else:
+                failure = self._scan(state, call, "arguments", call.arguments_state, call.arguments, None)
         if failure is None and self.scan_results:
             failure = self._scan(state, call, "result", call.result_state, call.result, call.result_text,
                                  cut=call.result_truncated)

@@ -259,6 +259,8 @@ def _fast_span(s: Dict[str, Any], trace_id: str, resource: Dict[str, Any], scope
         parent = bytes.fromhex(parent).hex()
         if len(parent) != 16 or parent == _ZERO_SPAN:
             raise ValueError("parentSpanId")
+    elif "parent_span_id" in s:
+        raise KeyError("parent_span_id")  # the proto name: the careful path reads it
     else:
         parent = None
     name = s.get("name", "")
@@ -296,8 +298,12 @@ def _fast_span(s: Dict[str, Any], trace_id: str, resource: Dict[str, Any], scope
     rec.parent_span_id = parent
     rec.name = name
     rec.kind = kind
-    rec.start_ns = int(s.get("startTimeUnixNano", 0))
-    rec.end_ns = int(s.get("endTimeUnixNano", 0))
+    start = s.get("startTimeUnixNano")
+    end = s.get("endTimeUnixNano")
+    if start is None or end is None:
+        raise KeyError("startTimeUnixNano")  # absent, null or under its proto name: the careful path decides
+    rec.start_ns = int(start)
+    rec.end_ns = int(end)
     rec.attributes = _fast_attributes(attrs) if attrs else {}
     rec.status_code = code
     rec.status_message = message

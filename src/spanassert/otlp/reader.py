@@ -324,10 +324,20 @@ def _read_json(name: str, stream: Any) -> Iterator[_Item]:
     """JSON Lines, one OTLP document per line; switches to whole-document mode when the first line
     is the start of a pretty-printed document."""
     loads = json.loads
+    typed = _typed_decoder()
     lineno = 0
     first = True
     for raw in stream:
         lineno += 1
+        if typed is not None:
+            # The typed fast path: the same records as below for a line in the canonical shape;
+            # None for anything else, which then goes the careful way (and keeps its wording).
+            recs = typed(raw, f"{name}:{lineno}")
+            if recs is not None:
+                first = False
+                if recs:
+                    yield recs
+                continue
         # Bytes straight to json.loads: it decodes UTF-8 (with or without BOM) and skips
         # surrounding whitespace itself; blank lines are only checked for once parsing failed.
         try:
@@ -358,6 +368,16 @@ def _read_json(name: str, stream: Any) -> Iterator[_Item]:
             continue
         first = False
         yield from _json_records(name, lineno, obj)
+
+
+def _typed_decoder() -> Optional[Callable[[bytes, str], Optional[List[SpanRecord]]]]:
+    if os.environ.get("SPANASSERT_NO_TYPED_JSON"):  # the careful path alone (tests compare the two)
+        return None
+    try:
+        from spanassert.otlp.json_typed import records_from_line
+    except ImportError:  # msgspec missing
+        return None
+    return records_from_line
 
 
 def _partial_line(name: str, line: int) -> InputIssue:

@@ -1,0 +1,246 @@
+"""Typed decoding of one OTLP JSON Lines line with ``msgspec``: the fast path of JSON replay.
+
+``msgspec`` decodes a line straight into the structs below, reading only what the mapping needs
+(ids, name, kind, times, status, attributes, events, the resource's attributes and the scope's
+name) and skipping the rest without building it; the structs are not tracked by the garbage
+collector. It accepts only the canonical shape of the OTLP/JSON mapping: every object's keys are
+the camelCase field names declared here (an unknown or snake_case key is refused, since a
+proto-name variant of a field we read must not be skipped as unknown), ids are hex, enums are
+numbers, an AnyValue holds exactly one value and no key is null.
+
+Anything else, any error included, makes :func:`records_from_line` return None, and the caller
+decodes the line with ``json.loads`` and :mod:`.json_decode` as before: so every record it returns
+equals what that path returns for the same line, and every error keeps that path's wording.
+``tests/test_otlp_json_typed.py`` holds the two paths to that, line by line.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import msgspec
+from msgspec import UNSET, Raw, Struct, UnsetType
+
+from spanassert.core.model import NO_EVENTS, SpanEvent, SpanRecord
+from spanassert.otlp.json_decode import decode_any
+
+_ZERO_TRACE = "0" * 32
+_ZERO_SPAN = "0" * 16
+_new_record = SpanRecord.__new__
+
+_Int = Union[int, str, UnsetType]
+
+
+class _AnyValue(Struct, forbid_unknown_fields=True, gc=False):
+    stringValue: Union[str, UnsetType] = UNSET
+    intValue: _Int = UNSET
+    boolValue: Union[bool, UnsetType] = UNSET
+    doubleValue: Union[float, str, UnsetType] = UNSET
+    arrayValue: Union[Raw, UnsetType] = UNSET
+    kvlistValue: Union[Raw, UnsetType] = UNSET
+    bytesValue: Union[Raw, UnsetType] = UNSET
+    stringValueStrindex: Union[Raw, UnsetType] = UNSET
+
+
+class _KeyValue(Struct, forbid_unknown_fields=True, gc=False):
+    key: str
+    value: Union[_AnyValue, UnsetType] = UNSET
+
+
+class _Event(Struct, forbid_unknown_fields=True, gc=False):
+    timeUnixNano: _Int = UNSET
+    name: Union[str, UnsetType] = UNSET
+    attributes: Union[List[_KeyValue], UnsetType] = UNSET
+    droppedAttributesCount: Union[Raw, UnsetType] = UNSET
+
+
+class _Status(Struct, forbid_unknown_fields=True, gc=False):
+    code: Union[int, UnsetType] = UNSET
+    message: Union[str, UnsetType] = UNSET
+
+
+class _Span(Struct, forbid_unknown_fields=True, gc=False):
+    traceId: str
+    spanId: str
+    parentSpanId: Union[str, UnsetType] = UNSET
+    name: Union[str, UnsetType] = UNSET
+    kind: Union[int, UnsetType] = UNSET
+    startTimeUnixNano: _Int = UNSET
+    endTimeUnixNano: _Int = UNSET
+    attributes: Union[List[_KeyValue], UnsetType] = UNSET
+    events: Union[List[_Event], UnsetType] = UNSET
+    status: Union[_Status, UnsetType] = UNSET
+    traceState: Union[Raw, UnsetType] = UNSET
+    flags: Union[Raw, UnsetType] = UNSET
+    links: Union[Raw, UnsetType] = UNSET
+    droppedAttributesCount: Union[Raw, UnsetType] = UNSET
+    droppedEventsCount: Union[Raw, UnsetType] = UNSET
+    droppedLinksCount: Union[Raw, UnsetType] = UNSET
+
+
+class _Scope(Struct, forbid_unknown_fields=True, gc=False):
+    name: Union[str, UnsetType] = UNSET
+    version: Union[Raw, UnsetType] = UNSET
+    attributes: Union[Raw, UnsetType] = UNSET
+    droppedAttributesCount: Union[Raw, UnsetType] = UNSET
+
+
+class _ScopeSpans(Struct, forbid_unknown_fields=True, gc=False):
+    scope: Union[_Scope, UnsetType] = UNSET
+    spans: Union[List[_Span], UnsetType] = UNSET
+    schemaUrl: Union[Raw, UnsetType] = UNSET
+
+
+class _Resource(Struct, forbid_unknown_fields=True, gc=False):
+    attributes: Union[List[_KeyValue], UnsetType] = UNSET
+    droppedAttributesCount: Union[Raw, UnsetType] = UNSET
+    entityRefs: Union[Raw, UnsetType] = UNSET
+
+
+class _ResourceSpans(Struct, forbid_unknown_fields=True, gc=False):
+    resource: Union[_Resource, UnsetType] = UNSET
+    scopeSpans: Union[List[_ScopeSpans], UnsetType] = UNSET
+    schemaUrl: Union[Raw, UnsetType] = UNSET
+
+
+class _Traces(Struct, forbid_unknown_fields=True, gc=False):
+    resourceSpans: List[_ResourceSpans]
+
+
+_decode = msgspec.json.Decoder(_Traces).decode
+_json_decode = msgspec.json.Decoder().decode
+_STRUCTURED = ("arrayValue", "kvlistValue", "bytesValue", "stringValueStrindex")
+
+
+class _Refused(Exception):
+    """The line is not in the canonical shape: the caller decodes it the careful way."""
+
+
+def _value(v: Any) -> Any:
+    """One AnyValue, as ``json_decode.decode_any`` decodes it when it holds exactly one value."""
+    if v is UNSET:
+        raise _Refused  # the careful path names the missing value
+    x = v.stringValue
+    if x is not UNSET:
+        if (v.intValue is not UNSET or v.boolValue is not UNSET or v.doubleValue is not UNSET
+                or v.arrayValue is not UNSET or v.kvlistValue is not UNSET or v.bytesValue is not UNSET
+                or v.stringValueStrindex is not UNSET):
+            raise _Refused
+        return x
+    found: List[Tuple[str, Any]] = []
+    for tag in ("intValue", "boolValue", "doubleValue", *_STRUCTURED):
+        got = getattr(v, tag)
+        if got is not UNSET:
+            found.append((tag, got))
+    if not found:
+        return None  # an empty AnyValue
+    if len(found) > 1:
+        raise _Refused  # which one counts depends on key order, which the struct does not keep
+    tag, got = found[0]
+    if tag == "intValue":
+        return int(got)  # a decimal string (canonical) or a number; int() raises as the careful path would
+    if tag == "boolValue":
+        return got
+    if tag == "doubleValue":
+        return float(got)
+    # Structured values are rare: the generic decoder, on the same JSON value.
+    return decode_any({tag: _json_decode(got)}, "")
+
+
+def _attributes(kvs: Any) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for kv in kvs:
+        v = kv.value
+        if v is not UNSET:
+            x = v.stringValue
+            if x is not UNSET and v.intValue is UNSET and v.boolValue is UNSET and v.doubleValue is UNSET \
+                    and v.arrayValue is UNSET and v.kvlistValue is UNSET and v.bytesValue is UNSET \
+                    and v.stringValueStrindex is UNSET:
+                out[kv.key] = x
+                continue
+        out[kv.key] = _value(v)
+    return out
+
+
+def _int(x: Any) -> int:
+    return 0 if x is UNSET else int(x)
+
+
+def _span_id(raw: str, width: int, zero: str) -> str:
+    sid = bytes.fromhex(raw).hex()
+    if len(sid) != width or sid == zero:
+        raise _Refused
+    return sid
+
+
+def records_from_line(line: bytes, source: str) -> Optional[List[SpanRecord]]:
+    """The spans of one OTLP JSON Lines line, or None when the line is not in the canonical shape
+    (then decode it with ``json.loads`` and ``records_from_json``: the same records, or its errors)."""
+    try:
+        return _records(_decode(line), source)
+    except Exception:  # noqa: BLE001 - any refusal or error: the careful path decides and words it
+        return None
+
+
+def _records(doc: _Traces, source: str) -> List[SpanRecord]:
+    out: List[SpanRecord] = []
+    append = out.append
+    for rs in doc.resourceSpans:
+        res = rs.resource
+        if res is UNSET:
+            resource: Dict[str, Any] = {}
+        else:
+            resource = {} if res.attributes is UNSET else _attributes(res.attributes)
+        blocks = rs.scopeSpans
+        if blocks is UNSET:
+            continue
+        for ss in blocks:
+            sc = ss.scope
+            scope = "" if sc is UNSET or sc.name is UNSET else sc.name
+            spans = ss.spans
+            if spans is UNSET:
+                continue
+            last_raw = None
+            last_trace = ""
+            for s in spans:
+                raw = s.traceId
+                if raw != last_raw:
+                    last_trace = _span_id(raw, 32, _ZERO_TRACE)
+                    last_raw = raw
+                parent: Optional[str] = s.parentSpanId if s.parentSpanId is not UNSET else None
+                parent = _span_id(parent, 16, _ZERO_SPAN) if parent else None
+                st = s.status
+                if st is UNSET:
+                    code = 0
+                    message = ""
+                else:
+                    code = 0 if st.code is UNSET else st.code
+                    message = "" if st.message is UNSET else st.message
+                evs = s.events
+                if evs is not UNSET and evs:
+                    events: List[SpanEvent] = [
+                        SpanEvent("" if e.name is UNSET else e.name, _int(e.timeUnixNano),
+                                  _attributes(e.attributes) if e.attributes is not UNSET else {})
+                        for e in evs]
+                else:
+                    events = NO_EVENTS
+                # Slot stores, as json_decode._fast_span does (keyword calls cost more on this path).
+                rec = _new_record(SpanRecord)
+                rec.trace_id = last_trace
+                rec.span_id = _span_id(s.spanId, 16, _ZERO_SPAN)
+                rec.parent_span_id = parent
+                rec.name = "" if s.name is UNSET else s.name
+                rec.kind = 0 if s.kind is UNSET else s.kind
+                rec.start_ns = _int(s.startTimeUnixNano)
+                rec.end_ns = _int(s.endTimeUnixNano)
+                rec.attributes = _attributes(s.attributes) if s.attributes is not UNSET else {}
+                rec.status_code = code
+                rec.status_message = message
+                rec.events = events
+                rec.resource = resource
+                rec.scope = scope
+                rec.source = source
+                append(rec)
+    return out
+
+
+__all__ = ["records_from_line"]
