@@ -133,10 +133,11 @@ def run(episodes: int = 2000, rounds: int = 5) -> List[Dict[str, str]]:
             fs, bs = alternate(_rate(lambda f=fields_fn, p=path: f(p), n), _rate(lambda f=base_fn, p=path: f(p), n),
                                rounds=rounds)
             rate_row(f"floor, {label}: baseline + reading the mapped fields (no engine)", fs, bs, base_label, None)
+        rows.append(_jobs_row(d, 6000 if episodes >= 1000 else episodes, rounds))
     return rows
 
 
-def _jobs_row(config: Any, path: str, directory: str, rounds: int = 5) -> Dict[str, str]:
+def _jobs_row(directory: str, episodes: int, rounds: int = 5) -> Dict[str, str]:
     """`spanassert replay --jobs 2` vs one process, whole CLI runs (wall), on trace-keyed episodes.
     Two processes can only run side by side on an idle machine: the load average is printed."""
     import os
@@ -150,7 +151,7 @@ def _jobs_row(config: Any, path: str, directory: str, rounds: int = 5) -> Dict[s
         f.write(_rules(20))
     big = os.path.join(directory, "jobs.jsonl")
     with open(big, "w") as f:  # more spans than the rows above, so that start-up weighs less
-        spans = agent_spans(6000, seed=23)
+        spans = agent_spans(episodes, seed=23)
         tmp = write_files(spans, os.path.join(directory, "jobs"))
         del spans
         with open(tmp["jsonl"]) as src:

@@ -87,14 +87,30 @@ def live_order(records: List[SpanRecord]) -> List[Tuple[int, SpanRecord, bool]]:
 
 class TraceSpans(list):  # type: ignore[type-arg]
     """The spans of one trace as the buffer releases them; ``dropped`` counts the spans of the
-    trace that the per-trace cap kept out."""
+    trace that the per-trace cap kept out. ``seen``: the clock when its last span arrived;
+    ``pushed``: released because the buffer was over its bound (see :func:`release_order`)."""
 
-    __slots__ = ("dropped", "cap")
+    __slots__ = ("dropped", "cap", "seen", "pushed")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.dropped = 0
         self.cap = 0
+        self.seen = 0.0
+        self.pushed = False
+
+
+def release_order(trace: List[SpanRecord], clock: float) -> Tuple[float, int, float, float]:
+    """Where ``trace``, released by a :class:`TraceBuffer` at ``clock`` (``inf``: drained at the
+    end), stands in the order the buffer releases traces: by clock; at one clock, those pushed
+    out by the bound first (oldest activity first), then the due ones by their first start, then
+    by activity. Two buffers fed the same span stream, each holding only some of its traces
+    (``replay --jobs``: one per process), release each trace at the same clock, so sorting by this
+    key interleaves what they released in the order one buffer would have."""
+    seen = getattr(trace, "seen", 0.0)
+    if getattr(trace, "pushed", False):
+        return (clock, 0, seen, 0.0)
+    return (clock, 1, min(r.start_ns for r in trace) if trace else 0, seen)
 
 
 def evidence_gaps(records: List[SpanRecord]) -> Tuple[bool, List[str], Set[str]]:
@@ -237,10 +253,20 @@ class TraceBuffer:
             ready: List[List[SpanRecord]] = []
             while len(pending) > self.max_traces:
                 _, oldest = pending.popitem(last=False)
+                oldest.records.seen = oldest.last_seen_at
+                oldest.records.pushed = True
                 ready.append(oldest.records)
             return ready + self.due()
         if clock - self._front_seen_at < self.settle:
             return []  # what due() would find first thing, without looking
+        return self.due()
+
+    def skip(self) -> List[List[SpanRecord]]:
+        """A span another buffer holds went by (``replay --jobs``): the clock moves on as if it
+        had been added, and the traces now due are returned, as :meth:`add` would."""
+        self.clock += 1
+        if self.clock - self._front_seen_at < self.settle:
+            return []
         return self.due()
 
     def due(self, now: Optional[float] = None) -> List[List[SpanRecord]]:
@@ -268,7 +294,10 @@ class TraceBuffer:
                 break  # everything after this one is more recent
             if p.root_seen_at is not None or quiet >= self.idle:
                 released.append(tid)
-        out.extend(pending.pop(tid).records for tid in released)
+        for tid in released:
+            p = pending.pop(tid)
+            p.records.seen = p.last_seen_at
+            out.append(p.records)
         if len(out) > 1:
             # Traces released together go in the order they started: the turns of a conversation
             # (one episode over several traces) then reach the engine in the order they happened.
@@ -282,7 +311,10 @@ class TraceBuffer:
 
     def drain(self) -> List[List[SpanRecord]]:
         """Everything still held, in the order the traces started (end of input, shutdown)."""
-        out = [p.records for p in self.pending.values()]
+        out = []
+        for p in self.pending.values():
+            p.records.seen = p.last_seen_at
+            out.append(p.records)
         self.pending.clear()
         out.sort(key=lambda recs: min(r.start_ns for r in recs))
         return out

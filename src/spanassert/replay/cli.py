@@ -64,6 +64,10 @@ def add_replay_command(sub: Any) -> None:
     p.add_argument("--settle-spans", type=_positive_int, default=DEFAULT_SETTLE_SPANS, metavar="N",
                    help=f"spans read after a trace's root before the trace is judged complete "
                         f"(default {DEFAULT_SETTLE_SPANS}); raise it when one trace's spans are far apart in the input")
+    p.add_argument("--jobs", "-j", type=_positive_int, default=1, metavar="N",
+                   help="judge the input in N processes, each taking a share of the traces (every process reads "
+                        "all the input); the report is the same as with one. Needs trace-keyed episodes "
+                        "(default 1)")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="text output lists only failed and inconclusive results; no progress")
     from ..term import add_verbose_option
@@ -299,12 +303,25 @@ def _run(args: argparse.Namespace) -> int:
         if window[0] > window[1]:
             return _error("--since is after --until; swap them")
 
+    jobs = getattr(args, "jobs", 1)
+    if jobs > 1:
+        from .parallel import refusal
+
+        why = refusal(configs, args.paths, jobs)
+        if why is not None:
+            return _error(why)
     err = _stream(sys.stderr)
-    progress = _Progress(enabled=err.isatty() and not args.quiet)
+    progress = _Progress(enabled=err.isatty() and not args.quiet and jobs == 1)
     started = time.monotonic()
     try:
-        reports = replay_paths(configs, args.paths, strict=args.strict, settle_spans=args.settle_spans,
-                               on_progress=progress, window=window, timelines=bool(args.html))
+        if jobs > 1:
+            from .parallel import replay_paths_jobs
+
+            reports = replay_paths_jobs(configs, args.paths, jobs, strict=args.strict, settle_spans=args.settle_spans,
+                                        window=window, timelines=bool(args.html))
+        else:
+            reports = replay_paths(configs, args.paths, strict=args.strict, settle_spans=args.settle_spans,
+                                   on_progress=progress, window=window, timelines=bool(args.html))
     except OTLPInputError as exc:
         progress.clear()
         return _error(f"{exc.issue.format()} (stopped at the first bad input because of --strict; "

@@ -11,7 +11,7 @@ import os
 from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple, Union
 
 from ..config.model import Config
-from ..core.assembly import TraceBuffer, feed_trace
+from ..core.assembly import TraceBuffer, feed_trace, release_order
 from ..core.engine import Engine, SpanOutcome
 from ..core.model import CloseReason, SpanRecord
 from ..core.report import InputPrompts, Report, ReportSink
@@ -30,16 +30,26 @@ MAX_SPANS_PER_TRACE = 100_000
 PROGRESS_EVERY = 1000
 
 
-class _Run:
-    """One rules file's engine and trace buffer; several runs can share one pass over the input."""
+# What orders a shard's episodes and violations among all shards': (release_order key, place).
+OrderKey = Tuple[Tuple[float, int, float, float], int]
+_AT_END = (float("inf"), 2, 0.0, 0.0)  # closed by close_all, after the last trace
 
-    __slots__ = ("report", "engine", "buffer")
+
+class _Run:
+    """One rules file's engine and trace buffer; several runs can share one pass over the input.
+
+    ``ordered`` (``replay --jobs``): each episode result and violation the run reports gets an
+    :data:`OrderKey` (``episode_keys``, ``violation_keys``, parallel to the report's lists)."""
+
+    __slots__ = ("report", "engine", "buffer", "episode_keys", "violation_keys")
 
     def __init__(self, report: Report, settle_spans: int,
                  on_episode: Optional[Callable[[EpisodeResult], None]],
-                 max_spans_per_trace: int = MAX_SPANS_PER_TRACE) -> None:
+                 max_spans_per_trace: int = MAX_SPANS_PER_TRACE, ordered: bool = False) -> None:
         config = report.config
         self.report = report
+        self.episode_keys: Optional[List[OrderKey]] = [] if ordered else None
+        self.violation_keys: List[OrderKey] = []
         if report.inputs is None:
             report.inputs = InputPrompts.of(config)
         self.engine = Engine(config, ReportSink(report, on_episode))
@@ -108,18 +118,42 @@ class _Run:
             if tid not in traces:
                 traces.append(tid)
 
-    def add(self, record: SpanRecord) -> None:
+    def add(self, record: Optional[SpanRecord]) -> None:
+        """One span read (None: a span of another shard, which only moves the clock on)."""
         self.report.spans_read += 1
-        for trace in self.buffer.add(record):
-            self._feed(trace)
+        released = self.buffer.add(record) if record is not None else self.buffer.skip()
+        if self.episode_keys is None:
+            for trace in released:
+                self._feed(trace)
+            return
+        clock = self.buffer.clock
+        for trace in released:
+            self._keyed(release_order(trace, clock), self._feed, trace)
 
-    def finish(self) -> None:
-        for trace in self.buffer.drain():
-            self._feed(trace)
-        self.engine.close_all(CloseReason.END_OF_INPUT)
+    def _keyed(self, key: Tuple[float, int, float, float], work: Callable[..., Any], *args: Any) -> None:
+        """Run ``work(*args)``, giving what it reports the order key ``key``."""
+        assert self.episode_keys is not None
+        eps, vs = self.report.episodes, self.report.violations
+        n_eps, n_vs = len(eps), len(vs)
+        work(*args)
+        self.episode_keys.extend((key, i) for i in range(len(eps) - n_eps))
+        self.violation_keys.extend((key, i) for i in range(len(vs) - n_vs))
+
+    def finish(self, ordered_end: bool = False) -> None:
+        """Feed what is left and close every episode; ``ordered_end``: leave the window filter to
+        whoever merges the shards (it drops violations by episode)."""
+        if self.episode_keys is None:
+            for trace in self.buffer.drain():
+                self._feed(trace)
+            self.engine.close_all(CloseReason.END_OF_INPUT)
+        else:
+            for trace in self.buffer.drain():
+                self._keyed(release_order(trace, float("inf")), self._feed, trace)
+            self._keyed(_AT_END, self.engine.close_all, CloseReason.END_OF_INPUT)
         if self.buffer.overflowed:
             self.report.overflows["spans_per_trace"] = self.buffer.overflowed
-        self.report.drop_out_of_window()
+        if not ordered_end:
+            self.report.drop_out_of_window()
 
 
 def replay_many(
@@ -152,6 +186,27 @@ def replay_many(
     if on_progress is not None and reports:
         on_progress(reports[0])
     return list(reports)
+
+
+def replay_ordered(
+    reports: Sequence[Report],
+    records: Iterable[Optional[SpanRecord]],
+    *,
+    settle_spans: int = DEFAULT_SETTLE_SPANS,
+) -> List[Tuple[List[OrderKey], List[OrderKey]]]:
+    """One shard of ``replay --jobs``: ``records`` is the whole input, with None in place of each
+    span of another shard. Per report: the order keys of its episode results and violations
+    (see :mod:`spanassert.replay.parallel`); the window filter is left to the merge."""
+    runs = [_Run(rep, settle_spans, None, ordered=True) for rep in reports]
+    for r in records:
+        for run in runs:
+            run.add(r)
+    out = []
+    for run in runs:
+        run.finish(ordered_end=True)
+        assert run.episode_keys is not None
+        out.append((run.episode_keys, run.violation_keys))
+    return out
 
 
 def replay_records(

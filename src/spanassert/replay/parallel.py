@@ -1,0 +1,188 @@
+"""``spanassert replay --jobs N``: the same report as one process, from N processes.
+
+Every process reads the whole input; each keeps only the traces of its shard (by trace id), and
+for every other span moves its buffer's clock on, as if it had held it. So each process releases
+each of its traces at the same point of the input as one process would, with the same spans, to
+an engine of its own: with trace-keyed episodes an episode is one trace, and its verdicts do not
+depend on the other traces. Each episode result and violation carries the key of the release that
+produced it (:func:`spanassert.core.assembly.release_order`); sorting the shards' results by it
+gives one process's order, and the merged report is the one a single process writes.
+
+Episodes keyed by a conversation span several traces, which may fall in different shards: such
+rules files are refused (:func:`refusal`). The bounds on what one process holds (``max_open``
+episodes, the late window, the traces being assembled) apply per process, so an input that
+overflows them in one process may not in N.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+
+from ..config.model import Config
+from ..core.model import SpanRecord
+from ..core.report import InputPrompts, Report
+
+PathArg = Union[str, "os.PathLike[str]"]
+
+
+def shard_of(trace_id: str, jobs: int) -> int:
+    """The shard of a trace: from the low 32 bits of its (hex, lowercase) id; random ids spread evenly."""
+    try:
+        return int(trace_id[-8:], 16) % jobs
+    except ValueError:
+        return 0
+
+
+def refusal(configs: Sequence[Config], paths: Sequence[Any], jobs: int) -> Optional[str]:
+    """Why ``--jobs`` cannot be used for this run, or None."""
+    if jobs <= 1:
+        return None
+    for c in configs:
+        key = c.episodes.key
+        if key != "trace":
+            return (f"--jobs {jobs} needs trace-keyed episodes, but {c.source or 'the rules file'} keys episodes by "
+                    f"`{key}` (`episodes.key`): one conversation's traces could be judged in different processes. "
+                    "Run without --jobs")
+    if any(os.fspath(p) == "-" for p in paths):
+        return f"--jobs {jobs} reads the input once per process, and stdin (-) can be read only once: name files"
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return f"--jobs {jobs} needs processes started by fork, which {sys.platform} does not offer: run without --jobs"
+    return None
+
+
+def _only(records: Iterable[SpanRecord], shard: int, jobs: int) -> Iterator[Optional[SpanRecord]]:
+    last_tid = ""
+    mine = False
+    for r in records:
+        if r.trace_id != last_tid:
+            last_tid = r.trace_id
+            mine = shard_of(last_tid, jobs) == shard
+        yield r if mine else None
+
+
+# Set in the parent just before the worker processes are forked; read by them.
+_JOB: Optional[Dict[str, Any]] = None
+
+
+def _worker(shard: int) -> Tuple[str, Any]:
+    from ..otlp import OTLPInputError, read_spans
+    from .driver import replay_ordered
+
+    job = _JOB
+    assert job is not None
+    reports = [Report(c) for c in job["configs"]]
+    for rep in reports:
+        rep.window = job["window"]
+    if job["timelines"] and reports:
+        reports[0].calls = {}
+    issues: List[Any] = []
+
+    def issue(i: Any) -> None:
+        if shard == 0:  # every process reads the same input: one of them reports it
+            issues.append(i)
+
+    records = read_spans(list(job["paths"]), on_issue=issue, strict=job["strict"])
+    try:
+        keys = replay_ordered(reports, _only(records, shard, job["jobs"]), settle_spans=job["settle_spans"])
+    except OTLPInputError as exc:
+        return "strict", exc.issue
+    return "ok", ([_payload(rep) for rep in reports], keys, issues)
+
+
+def _payload(rep: Report) -> Dict[str, Any]:
+    """What the parent needs of a shard's report (the config stays behind: the parent has it)."""
+    return {
+        "episodes": rep.episodes, "violations": rep.violations, "spans_read": rep.spans_read,
+        "unreadable_spans": rep.unreadable_spans, "late_spans": rep.late_spans, "amended": rep.amended,
+        "overflows": rep.overflows, "sources": rep.sources,
+        "coverage": {k: c.counts for k, c in rep.coverage.items()}, "tool_names": rep.tool_names,
+        "trace_times": rep.trace_times, "outside_window": rep.outside_window, "calls": rep.calls,
+        "key_traces": rep.key_traces,
+        "inputs": None if rep.inputs is None else (rep.inputs.found, rep.inputs.traces_with_prompt),
+    }
+
+
+def _merge(rep: Report, parts: List[Dict[str, Any]], keys: List[Tuple[List[Any], List[Any]]]) -> None:
+    episodes = [(k, e) for part, (ek, _) in zip(parts, keys) for k, e in zip(ek, part["episodes"])]
+    episodes.sort(key=lambda x: x[0])
+    rep.episodes = [e for _, e in episodes]
+    violations = [(k, v) for part, (_, vk) in zip(parts, keys) for k, v in zip(vk, part["violations"])]
+    violations.sort(key=lambda x: x[0])
+    rep.violations = [v for _, v in violations]
+    rep.spans_read = parts[0]["spans_read"]  # every process counts every span it read
+    for part in parts:
+        rep.unreadable_spans += part["unreadable_spans"]
+        rep.late_spans += part["late_spans"]
+        rep.amended += part["amended"]
+        rep.outside_window += part["outside_window"]
+        for kind, n in part["overflows"].items():
+            rep.overflows[kind] = rep.overflows.get(kind, 0) + n
+        if part["sources"] is not None and rep.sources is not None:
+            rep.sources.update(part["sources"])
+        for key, counts in part["coverage"].items():
+            cov = rep.coverage.get(key)
+            if cov is not None:
+                for verdict, n in counts.items():
+                    cov.counts[verdict] += n
+        for name, n in part["tool_names"].items():
+            rep.tool_names[name] = rep.tool_names.get(name, 0) + n
+        rep.trace_times.update(part["trace_times"])
+        if part["calls"] is not None:
+            if rep.calls is None:
+                rep.calls = {}
+            rep.calls.update(part["calls"])
+        for key, traces in part["key_traces"].items():
+            rep.key_traces.setdefault(key, []).extend(traces)
+        if part["inputs"] is not None:
+            if rep.inputs is None:
+                rep.inputs = InputPrompts.of(rep.config) or InputPrompts(set())
+            found, with_prompt = part["inputs"]
+            rep.inputs.found |= found
+            rep.inputs.traces_with_prompt += with_prompt
+
+
+def replay_paths_jobs(
+    configs: Sequence[Config],
+    paths: Sequence[PathArg],
+    jobs: int,
+    *,
+    strict: bool = False,
+    settle_spans: int,
+    window: Optional[Tuple[int, int]] = None,
+    timelines: bool = False,
+) -> List[Report]:
+    """:func:`spanassert.replay.driver.replay_paths` over ``jobs`` processes (see the module doc;
+    :func:`refusal` must have said yes). Raises :class:`spanassert.otlp.OTLPInputError` under
+    ``strict`` as the one-process run does."""
+    import multiprocessing
+
+    from ..otlp import OTLPInputError
+
+    global _JOB
+    _JOB = {"configs": list(configs), "paths": list(paths), "strict": strict, "settle_spans": settle_spans,
+            "window": window, "timelines": timelines, "jobs": jobs}
+    try:
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            results = pool.map(_worker, range(jobs), chunksize=1)
+    finally:
+        _JOB = None
+    for status, value in results:
+        if status == "strict":
+            raise OTLPInputError(value)
+    shards = [value for _, value in results]
+    reports = []
+    for i, config in enumerate(configs):
+        rep = Report(config)
+        rep.window = window
+        rep.issues = list(shards[0][2])
+        _merge(rep, [parts[i] for parts, _, _ in shards], [keys[i] for _, keys, _ in shards])
+        rep.drop_out_of_window()
+        rep.mark_input_gaps()
+        reports.append(rep)
+    return reports
+
+
+__all__ = ["refusal", "replay_paths_jobs", "shard_of"]
