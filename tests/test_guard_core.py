@@ -324,33 +324,43 @@ def test_the_span_after_a_decision_is_not_counted_twice(tmp_path: Path) -> None:
     assert "pending" not in cap.message
 
 
-def test_replay_of_the_exported_file_gives_the_live_verdicts(tmp_path: Path) -> None:
-    rig = Rig(tmp_path, jsonl=True, background=True)  # span ends on the worker thread
-    ran: List[str] = []
+SCRIPT = (["refund:500", "search", "search", "search", "refund:5"],
+          ["delete_database", "search"],
+          ["send_email", "close_account", "send_email", "wire_money"])
 
-    @rig.guard.tool
+
+def _run_script(rig: Rig) -> List[Decision]:
+    """Three agent runs through the guard: the decorator for `search`, check() + the framework's
+    span (or refusal_span) for the rest."""
+    decisions: List[Decision] = []
+
     def search(q: str) -> str:
-        ran.append(q)
         return "ok"
 
-    for script in (["refund:500", "search", "search", "search", "refund:5"],
-                   ["delete_database", "search"],
-                   ["send_email", "close_account", "send_email", "wire_money"]):
+    guarded = rig.guard.tool(search)
+    for script in SCRIPT:
         with rig.tracer.start_as_current_span("invoke_agent helper", attributes=AGENT):
             for step in script:
                 tool, _, amount = step.partition(":")
                 args: Dict[str, Any] = {"amount": int(amount)} if amount else {}
                 if tool == "search":
                     try:
-                        search("q")
-                    except ToolBlocked:
-                        pass
+                        guarded("q")
+                    except ToolBlocked as exc:
+                        decisions.append(exc.decision)
                     continue
                 d = rig.guard.check(tool, args)
+                decisions.append(d)
                 if d.allowed:
                     rig.tool_span(tool, args)
                 else:
                     rig.guard.refusal_span(tool, args, d)
+    return decisions
+
+
+def test_replay_of_the_exported_file_gives_the_live_verdicts(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, jsonl=True, background=True)  # span ends on the worker thread
+    _run_script(rig)
     rig.processor.shutdown()
     assert len(rig.episodes) == 3
     live = {ep.key: ep.verdict_signature() for ep in rig.episodes}
@@ -463,3 +473,43 @@ def test_decision_is_exported_at_the_top_level() -> None:
     import spanassert
 
     assert spanassert.Decision is Decision and spanassert.Guard is Guard
+
+
+def test_replay_baseline_config_shows_the_calls_a_rules_change_would_block(tmp_path: Path) -> None:
+    """Traffic recorded under alert-only rules, replayed with the blocking rules against them as
+    the baseline: the calls listed as newly blocked are the very calls the live guard refused (or,
+    for the shadow test, would have), and the JSON report fits its schema."""
+    import jsonschema
+    from test_replay_cli import spanassert
+
+    from spanassert.report import load_report_schema
+
+    alert_only = RULES.replace("    action: block\n", "")
+    assert "action: block" not in alert_only
+    old = tmp_path / "old.yaml"
+    old.write_text(alert_only, encoding="utf-8")
+    rig = Rig(tmp_path, jsonl=True)
+    decisions = _run_script(rig)
+    rig.processor.shutdown()
+    refused = [d for d in decisions if d.blocked or d.would_block]
+    assert len(refused) == 5  # refund:500, the 3rd search, delete_database, send_email, wire_money (shadow)
+    spans = {format(s.context.span_id, "016x"): s for s in rig.memory.get_finished_spans()}
+
+    proc = spanassert("--config", rig.rules_path, "--baseline-config", str(old), "--format", "json", str(rig.jsonl))
+    doc = json.loads(proc.stdout)
+    jsonschema.validate(doc, load_report_schema())
+    wb = doc["baseline_diff"]["would_block"]
+    assert (wb["baseline"], wb["current"], wb["added"], wb["removed"]) == (0, 5, 5, 0)
+    assert sorted((spans[c["span_id"]].attributes["gen_ai.tool.name"], c["test"]) for c in wb["added_calls"]) == \
+        sorted((d.tool, d.rules[0].test_id) for d in refused)
+    assert all(spans[c["span_id"]].attributes["spanassert.guard.decision"] == "blocked"
+               for c in wb["added_calls"] if c["test"] != "no-wire-yet")
+
+    text = spanassert("--config", rig.rules_path, "--baseline-config", str(old), str(rig.jsonl)).stdout
+    assert "Would block (action: block): 5 calls (baseline 0); newly blocked 5, no longer blocked 0" in text
+    swapped = json.loads(spanassert("--config", str(old), "--baseline-config", rig.rules_path, "--format", "json",
+                                    str(rig.jsonl)).stdout)["baseline_diff"]["would_block"]
+    assert (swapped["baseline"], swapped["current"], swapped["removed"]) == (5, 0, 5)
+    plain = json.loads(spanassert("--config", str(old), "--baseline-config", str(old), "--format", "json",
+                                  str(rig.jsonl)).stdout)["baseline_diff"]
+    assert "would_block" not in plain  # no test blocks under either file

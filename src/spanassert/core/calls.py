@@ -117,11 +117,19 @@ class CallsAndSteps(Verdicts):
         open_calls[span_id] = call
         starts = tp.start
         if starts:
-            give_call(ep, starts, call, self._fail)
+            give_call(ep, starts, call, self._fail_at_start)
         view.step_count += 1
         if plan.step_slots:
             self._step_rules(ep, span_id)
         return call
+
+    def _fail_at_start(self, ep: Episode, slot: Slot, failure: Failure, span_id: Optional[str],
+                       late: bool = False) -> Optional[Violation]:
+        """A failure as a call starts: what a guard asked before the call decides (``at_start``)."""
+        v = self._fail(ep, slot, failure, span_id, late)
+        if v is not None:
+            v.at_start = True
+        return v
 
     def _adopt_pending(self, ep: Episode, tool: str, call_id: Optional[str], span_id: str,
                        parent_id: Optional[str], attributes: Mapping[str, Any]) -> bool:

@@ -33,6 +33,9 @@ class Violation:
     # A guard refused the call for it (a test with `action: block`): the span event's label says
     # `blocked` instead of `fail`. Set only live, by the guard that decided the call.
     blocked: bool = False
+    # Found as the call started (its name, the order so far, arguments on the span at its start):
+    # what a guard asked before the call would have decided, so what `action: block` can block.
+    at_start: bool = False
 
     def to_dict(self) -> Dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

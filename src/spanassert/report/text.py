@@ -14,7 +14,7 @@ from ..core.escaping import escape_control
 from ..core.model import Verdict
 from ..core.report import Report
 from ..core.results import EpisodeResult
-from .baseline import BaselineDiff
+from .baseline import MAX_LISTED_CALLS, BaselineDiff
 
 MARKS = {
     Verdict.PASSED: "✓",
@@ -101,6 +101,16 @@ def _baseline_lines(diff: BaselineDiff) -> List[str]:
         out.append(f"  trace {short_id(e.trace_id)}  key {e.key}  root {root}")
         for c in e.changes:
             out.append(f"    {c.test_id}: {c.old} → {c.new}")
+    wb = diff.would_block
+    if wb is not None:
+        out.append(f"Would block (action: block): {wb.current} call{'s' if wb.current != 1 else ''} "
+                   f"(baseline {wb.baseline}); newly blocked {len(wb.added)}, no longer blocked {len(wb.removed)}")
+        for sign, calls in (("+", wb.added), ("-", wb.removed)):
+            for trace_id, span_id, tool, test in calls[:MAX_LISTED_CALLS]:
+                out.append(f"  {sign} trace {short_id(trace_id)}  span {span_id or '-'}  "
+                           f"{tool or '?'}  by {test}")  # escaped with every line below
+            if len(calls) > MAX_LISTED_CALLS:
+                out.append(f"  {sign} … {len(calls) - MAX_LISTED_CALLS} more")
     return out
 
 
