@@ -17,6 +17,7 @@ COLUMNS = ["figure", "ours", "baseline", "ratio", "target", "met"]
 def main() -> int:
     only = sys.argv[1:]  # `python benchmarks/run.py startup replay`: just those parts
     import config_bench
+    import guard_bench
     import html_bench
     import live
     import mcp_bench
@@ -40,6 +41,7 @@ def main() -> int:
         ("html", lambda: html_bench.run(10_000)),
         ("startup", lambda: startup_bench.run(7 if quick else 15)),
         ("mcp", lambda: mcp_bench.run(500 if quick else 2_000)),
+        ("guard", lambda: guard_bench.run(2_000 if quick else 10_000)),
     ]:
         if only and name not in only:
             continue

@@ -32,6 +32,8 @@ import re
 import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, TypeVar, Union
 
+from opentelemetry.trace import get_current_span
+
 from ..config.model import Config
 from ..core.emit import ATTR_DECISION, EVENT_NAME, violation_event_attributes
 from ..core.engine import PENDING_PREFIX, Engine
@@ -118,7 +120,7 @@ def encode_arguments(arguments: Any) -> Optional[str]:
     if isinstance(arguments, (bytes, bytearray)):
         return bytes(arguments).decode("utf-8", "replace")
     try:
-        return json.dumps(arguments, ensure_ascii=False, default=_as_text)
+        return _ENCODER.encode(arguments)
     except (TypeError, ValueError, RecursionError):
         return _as_text(arguments)
 
@@ -128,6 +130,9 @@ def _as_text(value: Any) -> str:
         return str(value)
     except Exception:  # noqa: BLE001 - a value that cannot say what it is
         return f"<{type(value).__name__}>"
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_as_text)  # made once: json.dumps(**kw) makes one per call
 
 
 def _hex_trace(value: Union[str, int]) -> str:
@@ -175,10 +180,8 @@ class Guard:
 
     def _check(self, tool: str, arguments: Any, call_id: Optional[str], agent: Optional[str],
                trace_id: Union[str, int, None]) -> Decision:
-        from opentelemetry import trace
-
         args_raw = encode_arguments(arguments)
-        ctx = trace.get_current_span().get_span_context()
+        ctx = get_current_span().get_span_context()
         current: Optional[str] = None
         if ctx.is_valid:
             tid = format(ctx.trace_id, "032x")
