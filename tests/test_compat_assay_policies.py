@@ -136,6 +136,14 @@ def test_a_denied_call_fails_at_its_start_before_the_tool_runs(tmp_path: Path) -
     assert check_.reports_at_start and check_.tools is None
 
 
+def test_a_null_pattern_list_is_refused_as_assay_refuses_it(tmp_path: Path) -> None:
+    # Assay (policy_string_list): a present `allow`/`deny` must be a list; null is not read as empty
+    for policy in ({"version": "2.0", "deny": ["exec"], "allow": None},
+                   {"version": "2.0", "tools": {"deny": None}, "schemas": {"Search": SEARCH}}):
+        verdict, detail = _judge(tmp_path, policy, [("Search", {"query": "q"})], inline=True)
+        assert verdict == "refused" and "must be a list" in detail
+
+
 def test_the_count() -> None:
     """The figure docs/compatibility.md quotes: cases judged as Assay judges them."""
     assert len(CASES) == 25

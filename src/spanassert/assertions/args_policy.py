@@ -101,8 +101,11 @@ class ToolPolicy:
         return None
 
 
+_ABSENT = object()
+
+
 def _strings(value: Any, what: str, ctx: BuildContext, field: str) -> Optional[List[str]]:
-    if value is None:
+    if value is _ABSENT:
         return []
     if not isinstance(value, list):
         ctx.error(E_CFG_POLICY, f"args_valid policy `{what}` must be a list", field=field)
@@ -133,10 +136,11 @@ def read_structured(policy: Dict[str, Any], ctx: BuildContext, field: str, where
                   f"{', '.join(unenforced)}", field=field,
                   hint="Assay refuses them in args_valid too (its MCP proxy enforces them); remove them, or keep "
                        "this policy for the proxy and give args_valid the allow/deny lists and schemas")
-    allow = _strings(policy.get("allow"), "allow", ctx, field)
-    deny = _strings(policy.get("deny"), "deny", ctx, field)
-    t_allow = _strings(tools.get("allow"), "tools.allow", ctx, field) if isinstance(tools, dict) else []
-    t_deny = _strings(tools.get("deny"), "tools.deny", ctx, field) if isinstance(tools, dict) else []
+    # A key given as null is refused, as Assay refuses it (it must be a list when present).
+    allow = _strings(policy.get("allow", _ABSENT), "allow", ctx, field)
+    deny = _strings(policy.get("deny", _ABSENT), "deny", ctx, field)
+    t_allow = _strings(tools.get("allow", _ABSENT), "tools.allow", ctx, field) if isinstance(tools, dict) else []
+    t_deny = _strings(tools.get("deny", _ABSENT), "tools.deny", ctx, field) if isinstance(tools, dict) else []
     out.allow = (allow or []) + (t_allow or [])
     out.deny = (deny or []) + (t_deny or [])
     schemas = policy.get("schemas")
