@@ -95,3 +95,24 @@ def test_an_empty_must_contain_is_refused_by_the_loader_at_its_position():
         assert d.line == line and d.path.endswith("expected.must_contain")
     else:
         raise AssertionError("an empty must_contain was accepted")
+
+
+def test_semantic_similarity_reads_embeddings_set_on_the_live_agent_span():
+    """Issue 19: the precomputed embeddings are read the way the final output is, when the agent span
+    ends in the live processor (set during the run, as an instrumentation would)."""
+    rules = ("version: 1\ntests:\n  - id: close\n    expected:\n      type: semantic_similarity_to\n"
+             "      semantic_similarity_to: refund issued\n      min_score: 0.9\n")
+    episodes: List[Any] = []
+    rig = Rig(load_config(rules), on_episode=episodes.append)
+    t = rig.tracer
+    for response in ([1.0, 0.05], [0.0, 1.0]):
+        with t.start_as_current_span("invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}) as root:
+            finish_tool(genai_tool(t, "issue_refund"))
+            root.set_attribute("gen_ai.output.messages", _answer("The refund is issued."))
+            root.set_attribute("assay.embeddings.response", response)
+            root.set_attribute("assay.embeddings.reference", [1.0, 0.0])
+            root.set_attribute("assay.embeddings.source_reference", "refund issued")
+    with t.start_as_current_span("invoke_agent b", attributes={"gen_ai.operation.name": "invoke_agent"}) as root:
+        root.set_attribute("gen_ai.output.messages", _answer("The refund is issued."))  # no embeddings
+    verdicts = [r.verdict.value for e in episodes for r in e.results if r.test_id == "close"]
+    assert verdicts == ["passed", "failed", "inconclusive"]
