@@ -7,7 +7,8 @@ Conventions inside the fenced blocks:
   `# snippet: assertion` wraps the block (one assertion or a list) into a minimal rules file,
   `# snippet: test` wraps it (one test or a list) likewise. Anything else is a whole rules file.
 - Python: run in a subprocess, in a temporary copy of examples/; a block that defines `test_`
-  functions is run with pytest instead.
+  functions is run with pytest instead; a block whose first line is `# framework: NAME` is run by
+  that framework's env (tests/fwenv.py, pins in .ci/frameworks/NAME.txt).
 - Shell: a command starting with `spanassert` or `python` runs (cwd: a scratch directory holding
   a copy of examples/; the commands of one block share it, in order), with a `# exit: N` comment on the command line or on the line before
   it stating its exit code (0 otherwise). `make` lines and `spanassert serve` (which runs until
@@ -134,7 +135,21 @@ PY_BLOCKS = blocks("python")
 
 
 @pytest.mark.parametrize("block", PY_BLOCKS, ids=ids(PY_BLOCKS))
+@pytest.mark.timeout(1800)  # a `# framework:` block's first run may build its env (make test builds them first)
 def test_python_block_runs(block: Block, workdir: Path) -> None:
+    framework = first_line_marker(block.text, "framework")
+    if framework is not None:
+        # A guard adapter's example: run by the framework's own interpreter (tests/fwenv.py), the
+        # package from src/ (frameworks pin versions the test venv cannot hold).
+        import fwenv
+
+        python = fwenv.python_for(framework)
+        script = workdir / "readme_block.py"
+        script.write_text(block.text, encoding="utf-8")
+        env = {k: v for k, v in fwenv.subprocess_env().items() if not k.startswith(("OTEL_", "SPANASSERT_"))}
+        proc = subprocess.run([python, str(script)], cwd=workdir, env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, f"{block.where} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+        return
     if re.search(r"^def test_", block.text, re.M):
         script = workdir / "examples" / "test_readme_block.py"
         script.write_text(block.text, encoding="utf-8")
