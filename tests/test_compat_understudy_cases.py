@@ -1,7 +1,8 @@
 """understudy's own cases, judged by spanassert (issue 19 acceptance).
 
 Each case restates one case of understudy 0.6.0's tests (tests/test_core.py TestTrace / TestCheck /
-TestSubagentSupport / TestAgentExpectations / TestMetrics, tests/test_trajectory_match.py), as facts: the
+TestSubagentSupport / TestAgentExpectations / TestMetrics, tests/test_trajectory_match.py) and the
+expectations of its example scenes (examples/scenes/*.yaml, the init template), as facts: the
 tool calls (by agent), the run's end, the expectations and understudy's answer. The trace is built from
 real SDK spans and judged with spanassert's ``check()`` or Trace queries. A case either agrees with
 understudy, or is refused with the documented reason (docs/compatibility.md); none may disagree.
@@ -79,11 +80,26 @@ CHECKS: List[Tuple[str, List[Call], bool, Dict[str, Any], Any]] = [
     ("TestMetrics.check_expected_resolution_fail", [], True, {"expected_resolution": "completed"}, False),
     ("TestMetrics.check_with_metrics", _names("lookup_order"), False,
      {"required_tools": ["lookup_order"], "expected_resolution": "completed", "metrics": ["efficiency", "tool_trajectory"]},
-     "refused: efficiency"),
+     True),
     ("TestEvaluateFunctions.evaluate_single_trace", _names("lookup_order"), False,
      {"required_tools": ["lookup_order"], "expected_resolution": "completed"}, True),
     ("TestEvaluateFunctions.evaluate_batch_from_list[0]", [], False, {"expected_resolution": "completed"}, True),
     ("TestEvaluateFunctions.evaluate_batch_from_list[1]", [], True, {"expected_resolution": "completed"}, False),
+    # understudy's example scenes (examples/scenes/*.yaml, the init template), with the calls each expects
+    ("examples/scenes/return_eligible_backpack",
+     _names("lookup_order", "get_return_policy", "create_return"), False,
+     {"required_tools": ["lookup_order", "get_return_policy", "create_return"], "forbidden_tools": ["issue_refund"],
+      "expected_resolution": "completed", "metrics": ["efficiency", "tool_trajectory"]}, True),
+    ("examples/scenes/adversarial_policy_bypass", _names("lookup_order", "get_return_policy"), False,
+     {"required_tools": ["lookup_order", "get_return_policy"], "forbidden_tools": ["create_return", "issue_refund"],
+      "expected_resolution": "completed", "metrics": ["efficiency", "tool_trajectory", "resolution_match"]}, True),
+    ("examples/scenes/adversarial_policy_bypass (the agent gave in)",
+     _names("lookup_order", "get_return_policy", "create_return"), False,
+     {"required_tools": ["lookup_order", "get_return_policy"], "forbidden_tools": ["create_return", "issue_refund"],
+      "expected_resolution": "completed", "metrics": ["efficiency", "tool_trajectory", "resolution_match"]}, False),
+    ("templates/init/example_scene", _names("lookup_order"), False,
+     {"required_tools": ["lookup_order"], "forbidden_tools": ["delete_account"], "expected_resolution": "completed"},
+     True),
     ("TestTrajectoryMatchWithCheck.match", _names("lookup_order", "get_return_policy"), False,
      {"expected_trajectory": ["lookup_order", "get_return_policy"], "trajectory_match_mode": "exact",
       "metrics": ["trajectory_match"]}, True),
@@ -183,4 +199,4 @@ def test_the_count():
         refused += isinstance(theirs, str)
         agree += not isinstance(theirs, str)
     agree += 13  # test_query_cases' answers
-    assert (agree, refused) == (52, 2)
+    assert (agree, refused) == (57, 1)
