@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from guard_harness import check_acceptance, run_agent
+
+from guard.guard_harness import check_acceptance, run_agent
 
 
 @pytest.mark.timeout(1800)  # the first run may build the env (make test builds it beforehand)

@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from guard_harness import check_acceptance, run_agent
-from guard_harness import spans as spans_of
+
+from guard.guard_harness import check_acceptance, run_agent
+from guard.guard_harness import spans as spans_of
 
 
 @pytest.mark.timeout(1800)  # the first run may build the env (make test builds it beforehand)
