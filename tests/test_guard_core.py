@@ -513,3 +513,13 @@ def test_replay_baseline_config_shows_the_calls_a_rules_change_would_block(tmp_p
     plain = json.loads(spanassert("--config", str(old), "--baseline-config", str(old), "--format", "json",
                                   str(rig.jsonl)).stdout)["baseline_diff"]
     assert "would_block" not in plain  # no test blocks under either file
+
+
+def test_a_block_test_that_cannot_block_is_warned_about_at_load() -> None:
+    config = load_config("version: 1\ntests:\n  - id: answer-ok\n    action: block\n    expected:\n"
+                         "      type: must_contain\n      must_contain: ok\n"
+                         "  - id: fine\n    action: block\n    assertions:\n"
+                         "      - {type: trace_must_not_call_tool, tool: x}\n")
+    [d] = [d for d in config.diagnostics if d.code == "W_CFG_BLOCK_NEVER"]
+    assert (d.severity, d.path, d.line) == ("warning", "tests[0].action", 4)
+    assert "`answer-ok` has `action: block`, but none of its checks (must_contain)" in d.message

@@ -44,6 +44,12 @@ ORIGIN_ASSERTIONS = "assertions"
 
 
 
+def _can_fail_at_start(a: Assertion) -> bool:
+    """Whether a check may fail as a call starts (what a guard can block on): it reads call starts
+    or model steps (a step cap fails at the call that goes over)."""
+    return a.scope == "trace" and (type(a).on_call_start is not Assertion.on_call_start or a.wants_steps)
+
+
 def load_config(path_or_text: Any, *, allow_ineffective_assertions: bool = False,
                 untrusted: bool = False) -> Config:
     """Load and validate a rules file (a path, or YAML text containing a newline).
@@ -562,6 +568,14 @@ class _Loader:
                              f"test `{test_id}` checks nothing: it has no `expected:` and no `assertions:`, "
                              "so it passes for any episode", path,
                              hint="add `assertions:` (or an `expected:` check), or remove the test")
+        if value.get("action") == "block" and checks and not any(_can_fail_at_start(a) for a in checks):
+            self.report.warn(
+                codes.W_CFG_BLOCK_NEVER,
+                f"test `{test_id}` has `action: block`, but none of its checks ("
+                + ", ".join(sorted({a.type_name for a in checks})) + ") can fail before a call runs: "
+                "it can only alert", (*path, "action"),
+                hint="block with checks decided as a call starts (a forbidden tool, a count, an order rule, "
+                     "arguments), or drop `action: block`")
         for a in checks:
             if a.scope == "unit":
                 outcome = self.evaluate_unit(a, test_id, path)
