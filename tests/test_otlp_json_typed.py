@@ -135,7 +135,7 @@ def test_a_refused_line_is_read_the_careful_way_with_the_same_records_and_issues
               "+ [repr([(e.name, e.timestamp, e.attributes) for e in r.events])] for r in recs])); "
               "print(json.dumps([i.format() for i in issues]))")
     outs = []
-    for env_extra in ({}, {"SPANASSERT_NO_TYPED_JSON": "1"}):
+    for env_extra in ({"SPANASSERT_TYPED_JSON": "always"}, {"SPANASSERT_TYPED_JSON": "never"}):
         env = {**os.environ, **env_extra}
         outs.append(subprocess.run([sys.executable, "-c", script, str(path)], env=env, capture_output=True,
                                    text=True, check=True).stdout)
@@ -166,3 +166,23 @@ def test_msgspec_is_a_core_dependency() -> None:
     requires = metadata.requires("spanassert") or []
     core = [r for r in requires if "extra ==" not in r]
     assert any(r.replace(" ", "").startswith("msgspec") for r in core), core
+
+
+def test_the_reader_takes_the_typed_path_past_the_first_mebibyte(tmp_path: Path, monkeypatch: Any) -> None:
+    import spanassert.otlp.json_typed as typed_module
+
+    calls: List[int] = []
+    real = typed_module.records_from_line
+    monkeypatch.setattr(typed_module, "records_from_line", lambda line, source: calls.append(1) or real(line, source))
+    line = _line(VALID)
+    small = tmp_path / "small.jsonl"
+    small.write_bytes(line * 10)
+    assert len(list(read_spans([small]))) == 10 and not calls  # a small file: no import, the careful path
+    big = tmp_path / "big.jsonl"
+    n = (1 << 20) // len(line) + 100
+    big.write_bytes(line * n)
+    assert len(list(read_spans([big]))) == n
+    assert 0 < len(calls) < n  # switched once the first mebibyte was read
+    monkeypatch.setenv("SPANASSERT_TYPED_JSON", "always")
+    calls.clear()
+    assert len(list(read_spans([small]))) == 10 and len(calls) == 10

@@ -214,3 +214,52 @@ def test_tool_blocklist_is_also_reported_before_the_tool_runs_in_the_background(
                lambda name: during.append(len(seen)) if name == "delete_database" else None)
     assert during == [1] and "blocked tool `delete_database` called at call #2" in seen[0].message
     tp.shutdown()
+
+
+def _run_with_plain_children(background: bool):
+    """Agent episodes holding plain (non-GenAI) child spans: HTTP calls under the agent, a tool
+    under one of them (its agent is found through the plain span), and a span that only becomes a
+    tool at its end (its markers set after it started)."""
+    eps, vs, puts = [], [], []
+    mem = InMemorySpanExporter()
+    proc = AssertionSpanProcessor(RULES, export=SimpleSpanProcessor(mem), on_episode=eps.append,
+                                  on_violation=vs.append, tick_interval=0, background=background)
+    put = proc._queue.put
+    proc._queue.put = lambda item, alive: (puts.append(item[0].name), put(item, alive))[1]
+    tp = TracerProvider(resource=Resource.create({"service.name": "agent"}))
+    tp.add_span_processor(proc)
+    t = tp.get_tracer("bg")
+    from opentelemetry import trace as otel
+
+    for i in range(5):
+        with t.start_as_current_span("invoke_agent support", attributes={
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}):
+            for _ in range(20):
+                with t.start_as_current_span("POST /v1/chat/completions", attributes={"http.method": "POST"}):
+                    pass
+            with t.start_as_current_span("GET /orders") as http:
+                tool = t.start_span("execute_tool refund", context=otel.set_span_in_context(http), attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "refund",
+                    "gen_ai.tool.call.arguments": json.dumps({"to": "x@evil.com", "amount": 500 + i})})
+                tool.end()
+            late = t.start_span("work")
+            late.set_attributes({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "delete_database"})
+            late.end()
+    assert proc.force_flush(30_000)
+    tp.shutdown()
+    return eps, vs, puts, len(mem.get_finished_spans())
+
+
+def test_plain_child_spans_of_an_episode_are_taken_in_on_the_agent_thread_with_the_same_verdicts():
+    eps_a, vs_a, _, n_a = _run_with_plain_children(background=False)
+    eps_b, vs_b, puts, n_b = _run_with_plain_children(background=True)
+    assert n_a == n_b == 5 * 24  # every span exported once
+    strip = lambda sigs: sorted(tuple((t, i, v) for t, i, v, _ in s) for s in sigs)  # noqa: E731
+    assert strip(sig(eps_b)) == strip(sig(eps_a)) and len(eps_b) == 5
+    assert sorted((t, i, m.split("(span")[0]) for t, i, _, m in vsig(vs_b)) == \
+        sorted((t, i, m.split("(span")[0]) for t, i, _, m in vsig(vs_a))
+    assert any(v.test_id for v in vs_b)  # the rules fail on these episodes: there is something to compare
+    # The worker got the GenAI ends (and the span that became a tool), not the plain children's ends,
+    # except one whose trace had an end still queued (GET /orders, right after its tool's end).
+    assert "POST /v1/chat/completions" not in puts
+    assert puts.count("work") == 5 and puts.count("invoke_agent support") == 5

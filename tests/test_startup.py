@@ -2,6 +2,8 @@
 the imports structurally (module names from `python -X importtime`), not a timing."""
 from __future__ import annotations
 
+import ast
+import json
 import os
 import subprocess
 import sys
@@ -175,3 +177,30 @@ def test_mcp_proxy_help_imports_neither_mcp_nor_the_sdk() -> None:
     assert "spanassert.live.guard_adapters.mcp_proxy" in names
     running_only = ("mcp", "mcp_types", "anyio", "pydantic", "spanassert.live.processor", "spanassert.live.guard")
     assert heavy(names, (*(p for p in HEAVY if p != "spanassert.live"), *running_only)) == []
+
+
+def test_the_lazy_registries_name_the_module_of_every_type_and_every_type() -> None:
+    """Each registry's table (type name -> module) is what the modules register, and nothing else."""
+    code = ("import json; from spanassert.assertions import base; "
+            "reg = {n: {k: c.__module__ for k, c in r.items()} for n, r in "
+            "(('a', base.ASSERTION_TYPES), ('e', base.EXPECTED_TYPES))}; "
+            "tables = {'a': base._ASSERTION_MODULES, 'e': base._EXPECTED_MODULES}; "
+            "print(json.dumps([reg, {n: {k: 'spanassert.assertions.' + m for k, m in t.items()} "
+            "for n, t in tables.items()}]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    registered, tables = json.loads(out)
+    assert registered == tables
+    assert len(registered["a"]) > 15 and len(registered["e"]) > 10
+
+
+def test_loading_a_rules_file_imports_only_the_assertion_modules_it_names(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("version: 1\ntests:\n  - id: t\n    assertions:\n"
+                     "      - {type: trace_must_not_call_tool, tool: x}\n      - {type: trace_no_repeat, max: 2}\n")
+    code = ("import sys; from spanassert import load_config; load_config(sys.argv[1]); "
+            "print(sorted(m for m in sys.modules if m.startswith('spanassert.assertions.')))")
+    out = subprocess.run([sys.executable, "-c", code, str(rules)], capture_output=True, text=True, check=True).stdout
+    loaded = set(ast.literal_eval(out))
+    assert {"spanassert.assertions.tool_calls", "spanassert.assertions.loops"} <= loaded
+    for other in ("flow", "sensitive", "budgets", "expected", "sequence", "unit", "allowlist", "ending"):
+        assert f"spanassert.assertions.{other}" not in loaded, other

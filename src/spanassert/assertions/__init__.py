@@ -1,22 +1,7 @@
-"""Assertion types, one module per family. Importing this package registers them all."""
+"""Assertion types, one module per family. The registries import a type's module when the type is
+first used (see ``base._Registry``); ``ASSERTION_TYPES.values()`` imports them all."""
 from __future__ import annotations
 
-from . import (  # noqa: F401 - imported for their registrations
-    allowlist,
-    budgets,
-    call_checks,
-    ending,
-    expected,
-    flow,
-    loops,
-    rules,
-    sensitive,
-    sequence,
-    steps,
-    tool_calls,
-    tool_result,
-    unit,
-)
 from .base import ASSERTION_TYPES, EXPECTED_TYPES, Assertion, BuildContext, Field
 
 __all__ = ["ASSERTION_TYPES", "EXPECTED_TYPES", "Assertion", "BuildContext", "Field"]

@@ -258,19 +258,64 @@ class AssertionSpanProcessor(SpanProcessor):
             name = sdk.name(span)
             if (tid in self._tracked or not self._export
                     or (not self._surely_other(name, attrs) and self._marked_role(name, attrs) != ROLE_OTHER)):
-                if self._background:
-                    helped: List[Any] = []
-                    queued = self._enqueue(span, tid, attrs, name, helped)
-                    if helped:
-                        self._sink.run_deferred(helped)
-                    if queued:
-                        return
-                out, items = self._evaluate_end_locked(span)
+                inline = self._background and self._other_child_inline(span, tid, name, attrs)
+                if inline:
+                    # A plain child span of a followed trace, with no end of its trace queued: its
+                    # end is cheap to take in here, cheaper than handing it to the worker.
+                    try:
+                        out, items = self._evaluate_unqueued(span)
+                    finally:
+                        self._lock.release()
+                else:
+                    if self._background:
+                        helped: List[Any] = []
+                        queued = self._enqueue(span, tid, attrs, name, helped)
+                        if helped:
+                            self._sink.run_deferred(helped)
+                        if queued:
+                            return
+                    out, items = self._evaluate_end_locked(span)
         except Exception as exc:  # noqa: BLE001
             self._sink.internal_error("on_end", exc)
         self._forward(span, out)
         if items:
             self._sink.run_deferred(items)
+
+    def _other_child_inline(self, span: ReadableSpan, tid: int, name: str, attrs: Mapping[str, Any]) -> bool:
+        """Background mode: whether to take this span end in on the agent's thread. True (with the
+        engine lock held, for the caller to release) for a span that was no GenAI span at its start
+        and is none now, whose parent is in this process (so its end closes no episode), of a
+        trace-keyed episode with no end of its trace in the queue, while the engine is free. Its
+        end then costs the engine a few dictionary updates (its parent link, the episode's
+        activity and span time), in its trace's order (no end of the trace is overtaken; ends of
+        other traces touch other episodes). Queueing it would cost the agent's thread about as
+        much, and the worker as much again."""
+        if self._queue.traces.get(tid) or not self.engine.by_trace_key:
+            return False
+        sid = sdk.context(span).span_id
+        if self._positioned.get(sid) != _AT_START_OTHER:
+            return False
+        parent = sdk.parent(span)
+        if parent is None or parent.is_remote:
+            return False
+        if not self._surely_other(name, attrs) and self._marked_role(name, attrs) != ROLE_OTHER:
+            return False
+        if not self._lock.acquire(blocking=False):
+            return False  # the worker is judging an end: queue this one behind it
+        if self._queue.traces.get(tid):  # queued meanwhile by another thread: keep the order
+            self._lock.release()
+            return False
+        self._positioned.pop(sid, None)
+        return True
+
+    def _evaluate_unqueued(self, span: ReadableSpan) -> Tuple[Optional[SpanOutcome], List[Any]]:
+        """Evaluate a span end under the engine lock (held by the caller), leaving the queue alone."""
+        self._sink.deferred = []
+        try:
+            out = self._evaluate_end(span)
+        finally:
+            items = self._sink.take_deferred()
+        return out, items
 
     def _forward(self, span: ReadableSpan, out: Optional[SpanOutcome]) -> None:
         to_send: ReadableSpan = span
@@ -372,7 +417,7 @@ class AssertionSpanProcessor(SpanProcessor):
         for v in attrs.values():
             if type(v) is str:
                 size += len(v)
-        item = (span, size, barrier)
+        item = (span, size, barrier, tid)
         while True:
             queued = self._queue.put(item, self._worker_alive)
             if queued is not None:

@@ -24,7 +24,7 @@ GATHER_S = 0.005
 # A waiting thread re-checks on this period that the worker still lives.
 RECHECK_S = 0.25
 
-Item = Tuple[Any, int, Any]  # (span, bytes, barrier key or NO_BARRIER)
+Item = Tuple[Any, int, Any, Any]  # (span, bytes, barrier key or NO_BARRIER, trace id)
 
 
 class EndQueue:
@@ -40,6 +40,9 @@ class EndQueue:
         self.waiting = 0  # threads waiting on `cond` for room or for the queue to empty
         self.idle = False  # the worker sleeps on `cond`
         self.barriers: Dict[Any, int] = {}
+        # trace id -> span ends of it queued (read without `cond` by the processor: a dict read is
+        # atomic, and an end queued after the read is a later one)
+        self.traces: Dict[Any, int] = {}
 
     def __len__(self) -> int:
         return len(self.items)
@@ -70,6 +73,8 @@ class EndQueue:
                     return False
             q.append(item)
             self.bytes += item[1]
+            tid = item[3]
+            self.traces[tid] = self.traces.get(tid, 0) + 1
             key = item[2]
             if key is not NO_BARRIER:
                 self.barriers[key] = self.barriers.get(key, 0) + 1
@@ -87,6 +92,12 @@ class EndQueue:
             return None
         item = q.popleft()
         self.bytes -= item[1]
+        tid = item[3]
+        n = self.traces.get(tid, 0) - 1
+        if n > 0:
+            self.traces[tid] = n
+        else:
+            self.traces.pop(tid, None)
         key = item[2]
         if key is not NO_BARRIER:
             n = self.barriers.get(key, 0) - 1

@@ -324,11 +324,20 @@ def _read_json(name: str, stream: Any) -> Iterator[_Item]:
     """JSON Lines, one OTLP document per line; switches to whole-document mode when the first line
     is the start of a pretty-printed document."""
     loads = json.loads
-    typed = _typed_decoder()
+    typed: Optional[Callable[[bytes, str], Optional[List[SpanRecord]]]] = None
     lineno = 0
     first = True
+    mode = os.environ.get("SPANASSERT_TYPED_JSON")  # "never" / "always": the tests compare the two paths
+    unread_typed = -1 if mode == "never" else 0 if mode == "always" else _TYPED_AFTER_BYTES
+    if unread_typed == 0:
+        typed = _typed_decoder()
     for raw in stream:
         lineno += 1
+        if unread_typed > 0:
+            unread_typed -= len(raw)
+            if unread_typed <= 0:
+                # A long input: the typed decoder pays for its import (a small file is read sooner without).
+                typed = _typed_decoder()
         if typed is not None:
             # The typed fast path: the same records as below for a line in the canonical shape;
             # None for anything else, which then goes the careful way (and keeps its wording).
@@ -370,9 +379,12 @@ def _read_json(name: str, stream: Any) -> Iterator[_Item]:
         yield from _json_records(name, lineno, obj)
 
 
+# Bytes of JSON Lines read before the typed decoder is imported (importing msgspec costs about what
+# decoding 2,000 spans the careful way does); either path gives the same records.
+_TYPED_AFTER_BYTES = 1 << 20
+
+
 def _typed_decoder() -> Optional[Callable[[bytes, str], Optional[List[SpanRecord]]]]:
-    if os.environ.get("SPANASSERT_NO_TYPED_JSON"):  # the careful path alone (tests compare the two)
-        return None
     try:
         from spanassert.otlp.json_typed import records_from_line
     except ImportError:  # msgspec missing
