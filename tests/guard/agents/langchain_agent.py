@@ -1,8 +1,10 @@
 """LangChain 1.x ``create_agent`` with spanassert's guard middleware (or, env GUARD_TEST_LANGGRAPH=1,
-a LangGraph graph whose ToolNode has the guard as its wrap_tool_call), driven by LangChain's own
-offline fake chat model (GenericFakeChatModel, scripted tool calls); no network."""
+a LangGraph graph whose ToolNode has the guard as its wrap_tool_call), invoked (or, env
+GUARD_TEST_ASYNC=1, ainvoked), driven by LangChain's own offline fake chat model
+(GenericFakeChatModel, scripted tool calls); no network."""
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any, List
 
@@ -59,7 +61,11 @@ def main() -> None:
     tracer = trace.get_tracer("app")
     with tracer.start_as_current_span("invoke_agent support", attributes={
             "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}):
-        state = agent.invoke({"messages": [{"role": "user", "content": "Refund order A7."}]})
+        question = {"messages": [{"role": "user", "content": "Refund order A7."}]}
+        if os.environ.get("GUARD_TEST_ASYNC") == "1":  # ainvoke: the awrap_tool_call path
+            state = asyncio.run(agent.ainvoke(question))
+        else:
+            state = agent.invoke(question)
     run.finish(final=state["messages"][-1].content, requests=REQUESTS[1:])
 
 
