@@ -79,30 +79,38 @@ def blocked_by(span: Any) -> List[str]:
             if e.name == "gen_ai.evaluation.result" and e.attributes.get("gen_ai.evaluation.score.label") == "blocked"]
 
 
-def assert_guarded_run(run: AgentRun, sent_after: Any) -> None:
-    """Issue 17's acceptance for one scripted run. ``sent_after(request)``: the text of the tool
-    results the model was sent in that request (the framework's own message format)."""
+def assert_forbidden_tool_refused(run: AgentRun, sent_after: Any) -> None:
+    """Issue 17's acceptance for the forbidden tool, and what holds for the whole run.
+    ``sent_after(request)``: the text of the tool results the model was sent in that request (the
+    framework's own message format)."""
     out = run.out
-    # The tool bodies: the forbidden one never ran; the refund ran once, within the cap.
+    # The forbidden tool's body never ran; the refund within the cap did.
     assert "delete_database" not in out["ran"], out["ran"]
-    assert out["ran"].get("issue_refund") == [{"order_id": "A1", "amount": 20}], out["ran"]
-    # The model received each refusal (the request after the call), then the allowed result.
+    assert {"order_id": "A1", "amount": 20} in out["ran"].get("issue_refund", []), out["ran"]
+    # The model received the refusal (the request after the call), and the allowed call's result.
     requests = out["requests"]
     assert len(requests) == 4, [sent_after(r) for r in requests]
     assert "never-drop-databases" in sent_after(requests[1]) and "blocked" in sent_after(requests[1])
-    assert "refunds-capped" in sent_after(requests[2]) and "maximum" in sent_after(requests[2])
     assert "refunded" in sent_after(requests[3]) and "blocked" not in sent_after(requests[3])
     # The agent went on to its final answer.
     assert out["final"] == FINAL_ANSWER
-    # The exported spans: each refused call's execute_tool span carries the decision event.
+    # The exported spans: the refused call's execute_tool span carries the decision event.
     dropped = tool_spans(run, "delete_database")
-    refunds = tool_spans(run, "issue_refund")
     assert len(dropped) == 1 and blocked_by(dropped[0]) == ["never-drop-databases"]
-    assert len(refunds) == 2
-    assert sorted(blocked_by(s) for s in refunds) == [[], ["refunds-capped"]]
+    assert len(tool_spans(run, "issue_refund")) == 2
     assert len({s.trace_id for s in run.spans}) == 1  # one agent run, one episode
     # Replay of the exported file gives the live verdicts.
     both_failed = {"never-drop-databases": "failed", "refunds-capped": "failed"}
     assert list(out["live"].values()) == [both_failed], out["live"]
     assert run.replayed == out["live"]
     assert run.replay_code == 1
+
+
+def assert_capped_argument_refused(run: AgentRun, sent_after: Any) -> None:
+    """Issue 17's acceptance for the capped argument: the refund over the cap never ran, the model
+    received its refusal, and its span carries the decision event."""
+    out = run.out
+    assert out["ran"].get("issue_refund") == [{"order_id": "A1", "amount": 20}], out["ran"]
+    refusal = sent_after(out["requests"][2])
+    assert "refunds-capped" in refusal and "maximum" in refusal, refusal
+    assert sorted(blocked_by(s) for s in tool_spans(run, "issue_refund")) == [[], ["refunds-capped"]]

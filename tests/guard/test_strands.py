@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict
 
-from .agent_harness import assert_guarded_run, run_scripted_agent
+from .agent_harness import assert_capped_argument_refused, assert_forbidden_tool_refused, run_scripted_agent
 
 
 def tool_results_sent(request: Dict[str, Any]) -> str:
@@ -23,7 +23,8 @@ def tool_results_sent(request: Dict[str, Any]) -> str:
 
 def test_strands_hook_refuses_before_the_tool_runs_and_the_agent_goes_on(tmp_path: Path) -> None:
     run = run_scripted_agent("strands", "strands_agent.py", tmp_path)
-    assert_guarded_run(run, tool_results_sent)
+    assert_forbidden_tool_refused(run, tool_results_sent)
+    assert_capped_argument_refused(run, tool_results_sent)
     # Strands writes no span for a cancelled tool: the hook's refusal spans sit in the agent's trace.
     agent_spans = [s for s in run.spans if s.name.startswith("invoke_agent")]
     assert len(agent_spans) == 1
