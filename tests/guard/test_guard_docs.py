@@ -1,6 +1,7 @@
 """docs/guard.md's framework examples (fenced `py`: the test venv has no ADK or Strands to run them
 in) are the code the adapter tests execute: each is the `[doc: …]` region of a scripted agent that
-tests/guard/test_google_adk.py or test_strands.py runs in the framework's env."""
+tests/guard/test_google_adk.py or test_strands.py runs in the framework's env
+(tests/guard/agents/*_agent.py)."""
 from __future__ import annotations
 
 import re
@@ -10,11 +11,12 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
+AGENTS = HERE / "agents"
 DOC = HERE.parent.parent / "docs" / "guard.md"
 
 
 def doc_region(script: str, name: str) -> str:
-    text = (HERE / script).read_text(encoding="utf-8")
+    text = (AGENTS / script).read_text(encoding="utf-8")
     m = re.search(rf"^[ \t]*# \[doc: {re.escape(name)}\]\n(.*?)^[ \t]*# \[/doc\]", text, re.M | re.S)
     assert m, f"{script} has no [doc: {name}] region"
     return textwrap.dedent(m.group(1))

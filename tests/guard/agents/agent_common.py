@@ -1,5 +1,6 @@
 """Run inside a framework's env (tests/fwenv.py), beside a scripted agent: the real OpenTelemetry
-SDK with spanassert's live processor in front of OpenTelemetry's own OTLP JSON Lines file exporter,
+SDK with spanassert's live processor in front of OpenTelemetry's own OTLP JSON Lines file exporter
+(spanassert's writer of the same format where it cannot install: google-adk's SDK 1.44),
 the processor's guard, the tools' "did my body run" flags, and the report the test reads.
 
 A scripted agent script is run as ``python <framework>_agent.py RULES OUT.jsonl REPORT.json``.
@@ -11,13 +12,13 @@ import sys
 from typing import Any, Dict, List
 
 from opentelemetry import trace
-from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from spanassert import AssertionSpanProcessor
 from spanassert.config import load_config
+from spanassert.otlp.writers import file_span_exporter
 
 # Set by the tools' bodies: a blocked call must leave its flag unset.
 RAN: Dict[str, List[Any]] = {"delete_database": [], "refund": [], "lookup_order": []}
@@ -30,7 +31,7 @@ class Run:
         self.rules, self.out, self.report_path = sys.argv[1:4]
         self.live: List[Any] = []
         self.processor = AssertionSpanProcessor(
-            load_config(self.rules), export=SimpleSpanProcessor(FileSpanExporter(self.out)),
+            load_config(self.rules), export=SimpleSpanProcessor(file_span_exporter(self.out)),
             on_episode=self.live.append, background=False, tick_interval=0)
         self.provider = TracerProvider(resource=Resource.create({"service.name": service}))
         self.provider.add_span_processor(self.processor)

@@ -28,9 +28,10 @@ class GuardHooks:
         self.guard = guard
 
     def register_hooks(self, registry: Any, **kwargs: Any) -> None:
-        from strands.hooks import BeforeToolCallEvent, HookOrder
+        from ._common import require
 
-        registry.add_callback(BeforeToolCallEvent, self.before_tool_call, order=HookOrder.SDK_FIRST)
+        hooks = require("strands.hooks", "strands")
+        registry.add_callback(hooks.BeforeToolCallEvent, self.before_tool_call, order=hooks.HookOrder.SDK_FIRST)
 
     def before_tool_call(self, event: Any) -> None:
         tool_use = event.tool_use
