@@ -71,3 +71,20 @@ def test_a_keyed_hash_stands_in_for_the_arguments_in_both_argument_schema_checks
                    calls)
     shown = {m.split("; arguments: ", 1)[1] for m in (trace.message, expected.message)}
     assert len(shown) == 1 and next(iter(shown)).startswith("hmac:")
+
+
+def test_typed_mappings_are_checked_by_one_walk() -> None:
+    # The loader checked rules-file sections and assertion keys in two walks, and the sequence-rule
+    # parser in a third (with its own jsonschema call per value): all now use config.fields.
+    callers = sorted(name for name, tree in _modules().items() for node in ast.walk(tree)
+                     if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "field_problems")
+    assert callers == ["assertions/rules.py", "config/loader.py", "config/loader.py"]
+
+
+def test_a_rule_key_and_an_assertion_key_are_reported_through_the_same_walk() -> None:
+    from spanassert.config.fields import BAD_VALUE, MISSING_KEY, UNKNOWN_KEY, field_problems
+    from spanassert.assertions.base import Field
+
+    fields = {"tool": Field({"type": "string"}, required=True), "max": Field({"type": "integer", "minimum": 1})}
+    found = [(p.kind, p.key) for p in field_problems({"tol": "x", "max": 0}, fields)]
+    assert found == [(UNKNOWN_KEY, "tol"), (MISSING_KEY, "tool"), (BAD_VALUE, "max")]

@@ -786,7 +786,15 @@ def _did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f" (did you mean `{guess}`?)" if guess else ""
 
 
-def _schema_problem(value: Any, schema: Mapping[str, Any]) -> Optional[str]:
+def _schema_problem(schema: Mapping[str, Any], value: Any,
+                    label: str) -> Optional[Tuple[str, str, Tuple[()], None]]:  # noqa: ARG001 -- the `check` signature
+    """A rule value's problem, as :func:`~spanassert.config.fields.field_problems` asks for it (the
+    rule language words an operand's shape its own way; the message names the key)."""
+    problem = _operand_problem(value, schema)
+    return None if problem is None else (E_CFG_RULE, problem, (), None)
+
+
+def _operand_problem(value: Any, schema: Mapping[str, Any]) -> Optional[str]:
     if plainly_valid(schema, value):
         return None
     import jsonschema  # imported when a rule is parsed, not when the package is (start-up stays light)
@@ -816,30 +824,22 @@ def parse_rule(spec: Any, ctx: BuildContext, field: str, aliases: Optional[Mappi
         ctx.error(E_CFG_RULE, f"unknown rule type {kind!r}{_did_you_mean(str(kind), RULE_KINDS)}", field=f"{field}.type",
                   hint="one of: " + ", ".join(sorted(RULE_KINDS)))
         return None
+    from ..config.fields import MISSING_KEY, UNKNOWN_KEY, field_problems  # config imports assertions
+
     cls = RULE_KINDS[kind]
     ok = True
-    for key in spec:
-        if key != "type" and key not in cls.fields:
-            ctx.error(E_CFG_RULE, f"`{kind}` rule has no key `{key}`{_did_you_mean(str(key), cls.fields)}",
-                      field=f"{field}.{key}", hint="accepted keys: " + ", ".join(cls.fields))
-            ok = False
-    values: Dict[str, Any] = {}
-    for name, fld in cls.fields.items():
-        if name not in spec:
-            if fld.required:
-                ctx.error(E_CFG_RULE, f"`{kind}` rule needs `{name}`", field=field, hint=fld.doc)
-                ok = False
-            else:
-                values[name] = fld.default
-            continue
-        problem = _schema_problem(spec[name], fld.schema)
-        if problem is not None:
-            ctx.error(E_CFG_RULE, f"`{kind}` rule `{name}`: {problem}", field=f"{field}.{name}")
-            ok = False
-            continue
-        values[name] = spec[name]
+    for p in field_problems(spec, cls.fields, known=lambda key: key == "type", check=_schema_problem):
+        ok = False
+        if p.kind == UNKNOWN_KEY:
+            ctx.error(E_CFG_RULE, f"`{kind}` rule has no key `{p.key}`{_did_you_mean(str(p.key), cls.fields)}",
+                      field=f"{field}.{p.key}", hint="accepted keys: " + ", ".join(cls.fields))
+        elif p.kind == MISSING_KEY:
+            ctx.error(E_CFG_RULE, f"`{kind}` rule needs `{p.key}`", field=field, hint=p.field.doc if p.field else None)
+        elif p.problem is not None:
+            ctx.error(E_CFG_RULE, f"`{kind}` rule `{p.key}`: {p.problem[1]}", field=f"{field}.{p.key}")
     if not ok:
         return None
+    values: Dict[str, Any] = {name: spec.get(name, fld.default) for name, fld in cls.fields.items()}
     operands: Dict[str, Any] = {}
     for name in cls.operand_fields:
         value = values[name]

@@ -10,18 +10,25 @@ from __future__ import annotations
 
 import copy
 import importlib
-import json
 import operator
 import os
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple, Type
 
 from ..assertions.base import ASSERTION_TYPES, COMMON_FIELDS, EXPECTED_TYPES, Assertion, BuildContext, Field
-from ..assertions.schema_fast import plainly_valid
-from ..assertions.schema_util import SCHEMAS, schema_key
 from ..core.durations import parse_duration
 from ..core.model import MISSING, ConfigError, Diagnostic, Outcome, Severity
 from ..core.suggest import did_you_mean
 from . import codes
+from .fields import (
+    MISSING_KEY,
+    UNKNOWN_KEY,
+    ValueProblem,
+    field_problems,
+    field_validator,
+    kind_of,
+    short,
+    value_problem,
+)
 from .model import Config, EpisodeSettings, MappingRule, Match, Settings, TestCase
 from .schema import (
     ACTIONS,
@@ -156,124 +163,6 @@ class LoaderBuildContext(BuildContext):
         self._report.warn(code, f"{self.type_name}: {message}", self._where(field), hint=hint)
 
 
-# -- value checks against Field schemas ------------------------------------------------------------
-def _validator(schema: Mapping[str, Any]) -> Any:
-    key = ("field", schema_key(schema))
-    v = SCHEMAS.get(key)
-    if v is None:
-        import jsonschema  # only for a field value the plain checks cannot accept (start-up stays light)
-
-        v = jsonschema.Draft202012Validator(schema)
-        SCHEMAS.put(key, v)
-    return v
-
-
-_JSON_TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-                    list: "a list", dict: "a mapping", type(None): "null"}
-
-
-def _kind(value: Any) -> str:
-    return _JSON_TYPE_NAMES.get(type(value), type(value).__name__)
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = json.dumps(value, default=str, ensure_ascii=False) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _expected_types(schema: Mapping[str, Any]) -> str:
-    t = schema.get("type")
-    names = t if isinstance(t, list) else [t]
-    words = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "a boolean (true/false)",
-             "array": "a list", "object": "a mapping", "null": "null"}
-    return " or ".join(words.get(str(n), str(n)) for n in names)
-
-
-_SIMPLE_TYPES = {"string": str, "boolean": bool, "array": list, "object": dict}
-_SIMPLE_KEYS = frozenset({"type", "minLength", "minimum", "enum", "const"})
-
-
-def _plainly_valid(schema: Mapping[str, Any], value: Any) -> bool:
-    """True when a simple field schema (a type, a bound, an enum) plainly accepts ``value``; most
-    fields are this simple, and a jsonschema run per field is most of the cost of loading a file.
-    Anything else (or any doubt) goes to jsonschema, which also words the error."""
-    if not _SIMPLE_KEYS.issuperset(schema):
-        return False
-    t = schema.get("type")
-    if t is not None:
-        if t in ("integer", "number"):
-            if isinstance(value, bool) or not isinstance(value, (int, float) if t == "number" else int):
-                return False
-        else:
-            py = _SIMPLE_TYPES.get(t) if isinstance(t, str) else None
-            if py is None or not isinstance(value, py) or (py is not bool and isinstance(value, bool)):
-                return False
-    if "minLength" in schema and not (isinstance(value, str) and len(value) >= schema["minLength"]):
-        return False
-    if "minimum" in schema and not (isinstance(value, (int, float)) and not isinstance(value, bool)
-                                    and value >= schema["minimum"]):
-        return False
-    if "enum" in schema and not any(value == e and type(value) is type(e) for e in schema["enum"]):
-        return False
-    if "const" in schema and not (value == schema["const"] and type(value) is type(schema["const"])):
-        return False
-    return True
-
-
-def value_problem(schema: Mapping[str, Any], value: Any, label: str
-                  ) -> Optional[Tuple[str, str, KeyPath, Optional[str]]]:
-    """``(code, message, sub_path, hint)`` for the most relevant way ``value`` violates ``schema``."""
-    if _plainly_valid(schema, value) or plainly_valid(schema, value):
-        return None
-    try:
-        errors = list(_validator(schema).iter_errors(value))
-    except Exception as exc:  # noqa: BLE001 - a broken Field schema is reported, not raised
-        return (codes.E_INTERNAL, f"cannot check `{label}`: {exc}", (), None)
-    if not errors:
-        return None
-    import jsonschema
-
-    err = jsonschema.exceptions.best_match(errors)
-    sub: KeyPath = tuple(err.absolute_path)
-    where = "`" + label + (format_path(sub) if sub and isinstance(sub[0], int) else
-                           ("." + format_path(sub) if sub else "")) + "`"
-    kw = err.validator
-    bound = err.validator_value
-    hint: Optional[str] = None
-    if kw == "type":
-        return (codes.E_CFG_TYPE, f"{where} must be {_expected_types(err.schema)}, not {_kind(err.instance)}",
-                sub, None)
-    if kw == "enum":
-        allowed = [str(b) for b in bound]
-        guess = did_you_mean(str(err.instance), allowed) if isinstance(err.instance, str) else None
-        if guess:
-            hint = f"write `{guess}` (values are case-sensitive)" if guess.lower() == str(err.instance).lower() \
-                else f"did you mean `{guess}`?"
-        else:
-            hint = "use one of: " + ", ".join(f"`{a}`" for a in allowed)
-        return (codes.E_CFG_VALUE, f"{where} must be one of {', '.join(allowed)}; got {_short(err.instance)}",
-                sub, hint)
-    if kw == "const":
-        return (codes.E_CFG_VALUE, f"{where} must be {_short(bound)}; got {_short(err.instance)}", sub, None)
-    if kw == "required":
-        missing = [k for k in bound if isinstance(err.instance, dict) and k not in err.instance]
-        return (codes.E_CFG_REQUIRED, f"{where} is missing required key(s): {', '.join(missing)}", sub,
-                "add " + ", ".join(f"`{k}`" for k in missing))
-    if kw == "additionalProperties" and isinstance(err.instance, dict):
-        props = err.schema.get("properties", {}) if isinstance(err.schema, dict) else {}
-        extra = [k for k in err.instance if k not in props]
-        if props and extra:
-            guess = did_you_mean(str(extra[0]), props)
-            return (codes.E_CFG_UNKNOWN_KEY, f"{where} has unknown key(s): {', '.join(map(str, extra))}", sub,
-                    f"did you mean `{guess}`?" if guess else "allowed keys: " + ", ".join(sorted(props)))
-    if kw in ("minItems", "minLength", "minProperties") and bound == 1:
-        return (codes.E_CFG_VALUE, f"{where} must not be empty", sub, None)
-    if kw == "pattern":
-        return (codes.E_CFG_VALUE, f"{where} must match the pattern {bound}; got {_short(err.instance)}", sub, None)
-    message = err.message if len(err.message) <= 200 else err.message[:199] + "…"
-    return (codes.E_CFG_VALUE, f"{where}: {message}", sub, None)
-
-
 # -- the walk ---------------------------------------------------------------------------------------
 class _Loader:
     def __init__(self, document: Document, *, allow_ineffective_assertions: bool, untrusted: bool = False) -> None:
@@ -288,24 +177,21 @@ class _Loader:
     def check_mapping(self, value: Any, path: KeyPath, fields: Mapping[str, Field], what: str, *,
                       extension_keys: bool = False, ignored: Iterable[str] = ()) -> Optional[Dict[str, Any]]:
         if not isinstance(value, dict):
-            self.report.error(codes.E_CFG_TYPE, f"{what} must be a mapping, not {_kind(value)}", path)
+            self.report.error(codes.E_CFG_TYPE, f"{what} must be a mapping, not {kind_of(value)}", path)
             return None
         ignored_set = set(ignored)
-        for key in value:
-            if key in fields or key in ignored_set:
-                continue
-            if extension_keys and key.startswith(EXTENSION_PREFIXES):
-                continue
-            self.unknown_key(key, path, fields, what)
-        for name, field in fields.items():
-            if name not in value:
-                if field.required:
-                    self.report.error(codes.E_CFG_REQUIRED, f"{what} is missing the required key `{name}`", path,
-                                      hint=f"add `{name}:`" + (f" ({field.doc})" if field.doc else ""))
-                continue
-            if has_ref(field.schema):
-                continue  # a nested structure, walked by its own method
-            self.check_value(field.schema, value[name], path + (name,), format_path(path + (name,)))
+        for p in field_problems(
+                value, fields,
+                known=lambda key: key in ignored_set or (extension_keys and key.startswith(EXTENSION_PREFIXES)),
+                walked_apart=lambda field: has_ref(field.schema),  # a nested structure, walked by its own method
+                label=lambda name: format_path((*path, name))):
+            if p.kind == UNKNOWN_KEY:
+                self.unknown_key(p.key, path, fields, what)
+            elif p.kind == MISSING_KEY and p.field is not None:
+                self.report.error(codes.E_CFG_REQUIRED, f"{what} is missing the required key `{p.key}`", path,
+                                  hint=f"add `{p.key}:`" + (f" ({p.field.doc})" if p.field.doc else ""))
+            elif p.problem is not None:
+                self.value_error(p.problem, (*path, p.key))
         return value
 
     def unknown_key(self, key: str, path: KeyPath, allowed: Iterable[str], what: str) -> None:
@@ -315,13 +201,9 @@ class _Loader:
         self.report.error(codes.E_CFG_UNKNOWN_KEY, f"unknown key `{key}` in {what}", path + (key,),
                           hint=hint, at_key=True)
 
-    def check_value(self, schema: Mapping[str, Any], value: Any, path: KeyPath, label: str) -> bool:
-        problem = value_problem(schema, value, label)
-        if problem is None:
-            return True
+    def value_error(self, problem: ValueProblem, path: KeyPath) -> None:
         code, message, sub, hint = problem
         self.report.error(code, message, path + sub, hint=hint)
-        return False
 
     # -- top level ----------------------------------------------------------------------------------
     def load(self) -> Optional[Config]:
@@ -331,7 +213,7 @@ class _Loader:
                               hint="start with `version: 1` and a `tests:` list")
             return None
         if not isinstance(root, dict):
-            self.report.error(codes.E_CFG_TYPE, f"a rules file must be a mapping, not {_kind(root)}", (),
+            self.report.error(codes.E_CFG_TYPE, f"a rules file must be a mapping, not {kind_of(root)}", (),
                               hint="start with `version: 1` and a `tests:` list")
             return None
         for key in root:
@@ -378,7 +260,7 @@ class _Loader:
                               hint=f"run {migrate} to convert it to version 1 (it inlines `$ref` and policy "
                                    "files and writes `version: 1`)")
         else:
-            self.report.error(codes.E_CFG_VERSION, f"`{key}` must be 1; got {_short(value)}", (key,),
+            self.report.error(codes.E_CFG_VERSION, f"`{key}` must be 1; got {short(value)}", (key,),
                               hint="set `version: 1` (an unquoted integer)")
         return 1
 
@@ -394,7 +276,7 @@ class _Loader:
         if embedder_ref and self.untrusted:
             self.report.error(
                 codes.E_CFG_UNTRUSTED,
-                f"`settings.embedder: {_short(embedder_ref)}` names Python code to import, which an untrusted "
+                f"`settings.embedder: {short(embedder_ref)}` names Python code to import, which an untrusted "
                 "rules file may not do (importing a module runs it)", (*path, "embedder"),
                 hint="load the file as trusted only if you trust its author (see SECURITY.md), or drop "
                      "the embedder and the `semantic_similarity_to` checks that need it",
@@ -478,7 +360,7 @@ class _Loader:
             return []
         path: KeyPath = ("mappings",)
         if not isinstance(raw, list):
-            self.report.error(codes.E_CFG_TYPE, f"`mappings` must be a list, not {_kind(raw)}", path)
+            self.report.error(codes.E_CFG_TYPE, f"`mappings` must be a list, not {kind_of(raw)}", path)
             return []
         rules: List[MappingRule] = []
         for i, item in enumerate(raw):
@@ -512,7 +394,7 @@ class _Loader:
         if raw is None:
             return []  # reported as a missing required key
         if not isinstance(raw, list):
-            self.report.error(codes.E_CFG_TYPE, f"`tests` must be a list, not {_kind(raw)}", path,
+            self.report.error(codes.E_CFG_TYPE, f"`tests` must be a list, not {kind_of(raw)}", path,
                               hint="write `tests:` followed by `- id: ...` entries")
             return []
         if not raw:
@@ -552,7 +434,7 @@ class _Loader:
                 checks.append(a)
         entries = value.get("assertions")
         if "assertions" in value and not isinstance(entries, list):
-            self.report.error(codes.E_CFG_TYPE, f"`assertions` must be a list, not {_kind(entries)}",
+            self.report.error(codes.E_CFG_TYPE, f"`assertions` must be a list, not {kind_of(entries)}",
                               path + ("assertions",), hint="write each assertion as a `- type: ...` list item")
         elif isinstance(entries, list):
             # A check's index is its position among the test's checks: the `expected:` check is #0 and
@@ -607,7 +489,7 @@ class _Loader:
 
         attrs = value.get("attributes")
         return Match(agent=names(value.get("agent")), service=names(value.get("service")),
-                     attributes=dict(attrs) if isinstance(attrs, dict) else None)
+                     attributes=dict(attrs) if isinstance(attrs, dict) else {})
 
     # -- expected ---------------------------------------------------------------------------------
     def load_expected(self, test_id: str, raw: Any, path: KeyPath) -> Optional[Assertion]:
@@ -633,7 +515,7 @@ class _Loader:
             raw, path = raw[0], path + (0,)
         if not isinstance(raw, dict):
             self.report.error(codes.E_CFG_EXPECTED, f"test `{test_id}`: `expected:` must be a mapping with one "
-                              f"check, not {_kind(raw)}", path, hint=f"use {accepted}")
+                              f"check, not {kind_of(raw)}", path, hint=f"use {accepted}")
             return None
         if "type" in raw:
             t = raw["type"]
@@ -676,7 +558,7 @@ class _Loader:
         where = "`expected:`" if origin == ORIGIN_EXPECTED else f"assertion #{path[-1]}"  # its place in the list
         if not isinstance(raw, dict):
             self.report.error(codes.E_CFG_TYPE, f"test `{test_id}` {where} must be a mapping with `type:`, "
-                              f"not {_kind(raw)}", path)
+                              f"not {kind_of(raw)}", path)
             return None
         type_name = raw.get("type")
         known = sorted(registry)
@@ -705,18 +587,19 @@ class _Loader:
         cls = registry[type_name]
         fields: Dict[str, Field] = {**COMMON_FIELDS, **cls.fields}
         before = self.report.error_count
-        for key in raw:
-            if key != "type" and key not in fields:
-                self.unknown_key(key, path, list(fields) + ["type"], f"`{type_name}`")
+        for p in field_problems(raw, fields, known=lambda key: key == "type"):
+            if p.kind == UNKNOWN_KEY:
+                self.unknown_key(p.key, path, [*fields, "type"], f"`{type_name}`")
+            elif p.kind == MISSING_KEY and p.field is not None:
+                self.report.error(codes.E_CFG_REQUIRED, f"`{type_name}` requires `{p.key}`", path,
+                                  hint=f"add `{p.key}:`" + (f" ({p.field.doc})" if p.field.doc else ""))
+            elif p.problem is not None:
+                self.value_error(p.problem, (*path, p.key))
         values: Dict[str, Any] = {}
         for name, field in fields.items():
             if name in raw:
-                self.check_value(field.schema, raw[name], path + (name,), name)
                 values[name] = raw[name]
-            elif field.required:
-                self.report.error(codes.E_CFG_REQUIRED, f"`{type_name}` requires `{name}`", path,
-                                  hint=f"add `{name}:`" + (f" ({field.doc})" if field.doc else ""))
-            else:
+            elif not field.required:
                 values[name] = None if field.default is MISSING else copy.deepcopy(field.default)
         if self.report.error_count != before:
             return None
@@ -777,7 +660,7 @@ class _Loader:
 
 
 def _is_valid(field: Field, value: Any) -> bool:
-    return not list(_validator(field.schema).iter_errors(value))
+    return not list(field_validator(field.schema).iter_errors(value))
 
 
-__all__ = ["load_config", "LoaderBuildContext", "Reporter", "value_problem"]
+__all__ = ["load_config", "LoaderBuildContext", "Reporter", "value_problem"]  # value_problem: from .fields

@@ -1,10 +1,12 @@
 """The loaded, validated rules file. Built only by :func:`spanassert.config.load_config`."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional
+from dataclasses import field
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..assertions.base import Assertion
 from ..core.model import ConfigError, Diagnostic, Outcome, Severity
+from ..core.records import record
 from .codes import E_UNIT_FORM_FAILED
 
 MODE_ENFORCE = "enforce"
@@ -13,48 +15,29 @@ ACTION_ALERT = "alert"
 ACTION_BLOCK = "block"
 
 
+@record
 class EpisodeSettings:
     """``episodes:`` — how spans are grouped into episodes and how much memory they may hold."""
 
-    __slots__ = ("key", "idle_timeout", "max_open", "max_calls_per_episode", "max_argument_bytes", "late_window")
-
-    def __init__(
-        self,
-        *,
-        key: str = "trace",
-        idle_timeout: float = 300.0,
-        max_open: int = 10_000,
-        max_calls_per_episode: int = 10_000,
-        max_argument_bytes: int = 65_536,
-        late_window: int = 2_000,
-    ) -> None:
-        self.key = key  # "trace" or an attribute name such as gen_ai.conversation.id
-        self.idle_timeout = idle_timeout  # seconds without a span before an open episode closes
-        self.max_open = max_open  # open episodes; the oldest is evicted beyond this
-        self.max_calls_per_episode = max_calls_per_episode  # calls counted beyond this are overflow
-        self.max_argument_bytes = max_argument_bytes  # recorded argument/result text kept per call
-        self.late_window = late_window  # recently closed episodes remembered for late spans
+    key: str = "trace"  # "trace" or an attribute name such as gen_ai.conversation.id
+    idle_timeout: float = 300.0  # seconds without a span before an open episode closes
+    max_open: int = 10_000  # open episodes; the oldest is evicted beyond this
+    max_calls_per_episode: int = 10_000  # calls counted beyond this are overflow
+    max_argument_bytes: int = 65_536  # recorded argument/result text kept per call
+    late_window: int = 2_000  # recently closed episodes remembered for late spans
 
     @property
     def by_trace(self) -> bool:
         return self.key == "trace"
 
 
+@record
 class Match:
     """``match:`` — which episodes a test applies to. Every given condition must hold."""
 
-    __slots__ = ("agent", "service", "attributes")
-
-    def __init__(
-        self,
-        *,
-        agent: Optional[List[str]] = None,
-        service: Optional[List[str]] = None,
-        attributes: Optional[Dict[str, Any]] = None,
-    ) -> None:
-        self.agent = agent
-        self.service = service
-        self.attributes = attributes or {}
+    agent: Optional[List[str]] = None
+    service: Optional[List[str]] = None
+    attributes: Dict[str, Any] = field(default_factory=dict)
 
     def selects(self, agent: Optional[str], service: Optional[str], attributes: Mapping[str, Any]) -> bool:
         if self.agent is not None and agent not in self.agent:
@@ -68,6 +51,7 @@ class Match:
         return True
 
 
+@record
 class MappingRule:
     """``mappings:`` — a user-defined way to recognise tool (or agent/step) spans.
 
@@ -77,98 +61,47 @@ class MappingRule:
     the result and the agent name.
     """
 
-    __slots__ = ("when", "role", "tool_name", "tool_name_from_span", "arguments", "result", "agent_name", "call_id")
-
-    def __init__(
-        self,
-        *,
-        when: Dict[str, Any],
-        role: str = "tool",
-        tool_name: Optional[str] = None,
-        tool_name_from_span: bool = False,
-        arguments: Optional[str] = None,
-        result: Optional[str] = None,
-        agent_name: Optional[str] = None,
-        call_id: Optional[str] = None,
-    ) -> None:
-        self.when = when
-        self.role = role  # "tool" | "agent" | "step"
-        self.tool_name = tool_name
-        self.tool_name_from_span = tool_name_from_span
-        self.arguments = arguments
-        self.result = result
-        self.agent_name = agent_name
-        self.call_id = call_id
+    when: Dict[str, Any]
+    role: str = "tool"  # "tool" | "agent" | "step"
+    tool_name: Optional[str] = None
+    tool_name_from_span: bool = False
+    arguments: Optional[str] = None
+    result: Optional[str] = None
+    agent_name: Optional[str] = None
+    call_id: Optional[str] = None
 
 
+@record
 class Settings:
     """``settings:`` — execution settings. Assay's keys are accepted; ours are below."""
 
-    __slots__ = ("embedder", "evidence_key", "regex_timeout_chars", "raw", "guard_fail_open")
-
-    def __init__(
-        self,
-        *,
-        embedder: Optional[str] = None,
-        evidence_key: Optional[bytes] = None,
-        regex_timeout_chars: int = 100_000,
-        raw: Optional[Dict[str, Any]] = None,
-        guard_fail_open: bool = True,
-    ) -> None:
-        self.embedder = embedder  # "module:function" returning a vector for a text
-        self.evidence_key = evidence_key  # key for hashed evidence (from settings.evidence_key_env)
-        self.regex_timeout_chars = regex_timeout_chars  # text longer than this is cut before a rule regex
-        self.raw = raw or {}
-        # settings.guard.fail_open: a guard's internal error allows the call (True) or blocks it.
-        self.guard_fail_open = guard_fail_open
+    embedder: Optional[str] = None  # "module:function" returning a vector for a text
+    evidence_key: Optional[bytes] = None  # key for hashed evidence (from settings.evidence_key_env)
+    regex_timeout_chars: int = 100_000  # text longer than this is cut before a rule regex
+    raw: Dict[str, Any] = field(default_factory=dict)
+    # settings.guard.fail_open: a guard's internal error allows the call (True) or blocks it.
+    guard_fail_open: bool = True
 
 
+@record
 class TestCase:
     """One entry of ``tests:``. ``assertions`` holds the ``expected:`` check (if any) first, then
     the ``assertions:`` entries, all built from the registries."""
 
     __test__ = False  # not a pytest test class
 
-    __slots__ = (
-        "id",
-        "match",
-        "severity",
-        "mode",
-        "action",
-        "input",
-        "tags",
-        "metadata",
-        "assertions",
-        "unit_results",
-        "line",
-    )
-
-    def __init__(
-        self,
-        *,
-        id: str,
-        match: Optional[Match] = None,
-        severity: Severity = Severity.ERROR,
-        mode: str = MODE_ENFORCE,
-        action: str = ACTION_ALERT,
-        input: Any = None,
-        tags: Optional[List[str]] = None,
-        metadata: Optional[Dict[str, Any]] = None,
-        assertions: Optional[List[Assertion]] = None,
-        line: Optional[int] = None,
-    ) -> None:
-        self.id = id
-        self.match = match
-        self.severity = severity
-        self.mode = mode
-        self.action = action  # "alert", or "block": a guard refuses a call that breaks this test
-        self.input = input
-        self.tags = tags or []
-        self.metadata = metadata or {}
-        self.assertions: List[Assertion] = assertions or []
-        # (assertion, outcome) for unit-test forms, evaluated at load.
-        self.unit_results: List[tuple[Assertion, Outcome]] = []
-        self.line = line
+    id: str
+    match: Optional[Match] = None
+    severity: Severity = Severity.ERROR
+    mode: str = MODE_ENFORCE
+    action: str = ACTION_ALERT  # "alert", or "block": a guard refuses a call that breaks this test
+    input: Any = None
+    tags: List[str] = field(default_factory=list)
+    metadata: Dict[str, Any] = field(default_factory=dict)
+    assertions: List[Assertion] = field(default_factory=list)
+    # (assertion, outcome) for unit-test forms, evaluated at load.
+    unit_results: List[Tuple[Assertion, Outcome]] = field(default_factory=list, init=False)
+    line: Optional[int] = None
 
     @property
     def shadow(self) -> bool:
@@ -184,43 +117,24 @@ class TestCase:
         return [a for a in self.assertions if a.scope == "trace"]
 
 
+@record
 class Config:
     """A validated rules file."""
 
-    __slots__ = ("version", "suite", "model", "settings", "episodes", "mappings", "tests", "source", "diagnostics")
-
-    def __init__(
-        self,
-        *,
-        version: int = 1,
-        suite: Optional[str] = None,
-        model: Optional[str] = None,
-        settings: Optional[Settings] = None,
-        episodes: Optional[EpisodeSettings] = None,
-        mappings: Optional[List[MappingRule]] = None,
-        tests: Optional[List[TestCase]] = None,
-        source: Optional[str] = None,
-        diagnostics: Optional[List[Diagnostic]] = None,
-    ) -> None:
-        self.version = version
-        self.suite = suite
-        self.model = model
-        self.settings = settings or Settings()
-        self.episodes = episodes or EpisodeSettings()
-        self.mappings = mappings or []
-        self.tests = tests or []
-        self.source = source
-        # Warnings (and, with allow_ineffective_assertions, the refused-ineffective notes).
-        self.diagnostics = diagnostics or []
+    version: int = 1
+    suite: Optional[str] = None
+    model: Optional[str] = None
+    settings: Settings = field(default_factory=Settings)
+    episodes: EpisodeSettings = field(default_factory=EpisodeSettings)
+    mappings: List[MappingRule] = field(default_factory=list)
+    tests: List[TestCase] = field(default_factory=list)
+    source: Optional[str] = None
+    # Warnings (and, with allow_ineffective_assertions, the refused-ineffective notes).
+    diagnostics: List[Diagnostic] = field(default_factory=list)
 
     @property
-    def unit_failures(self) -> List[tuple[TestCase, Assertion, Outcome]]:
-        out = []
-        for t in self.tests:
-            for a, o in t.unit_results:
-                if o.verdict.value != "passed":
-                    out.append((t, a, o))
-        return out
+    def unit_failures(self) -> List[Tuple[TestCase, Assertion, Outcome]]:
+        return [(t, a, o) for t in self.tests for a, o in t.unit_results if o.verdict.value != "passed"]
 
 
 def unit_result_line(file: Optional[str], test_id: str, assertion: Assertion, outcome: Outcome) -> str:
