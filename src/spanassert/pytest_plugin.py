@@ -230,7 +230,7 @@ def _marker_rules(item: pytest.Item, marker: Any) -> Tuple[Union[Config, Mapping
     return config, shown
 
 
-def verdict_problems(result: CheckResult, config: Any, *, allow_inconclusive: bool) -> List[str]:
+def verdict_problems(result: CheckResult, *, allow_inconclusive: bool) -> List[str]:
     """Why the marked test fails (empty when it passes): enforced failures, inconclusive checks
     (unless allowed), or no episode at all. (A rules file whose unit-test forms fail never gets here:
     ``check`` refuses it with a ConfigError.)"""
@@ -274,7 +274,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         outcome = check(capture.trace, rules)
     except (ConfigError, ValueError) as exc:
         pytest.fail(f"spanassert: {exc}", pytrace=False)
-    problems = verdict_problems(outcome, rules, allow_inconclusive=bool(marker.kwargs.get("allow_inconclusive")))
+    problems = verdict_problems(outcome, allow_inconclusive=bool(marker.kwargs.get("allow_inconclusive")))
     if problems:
         pytest.fail(f"spanassert ({where}): " + "; ".join(problems) + "\n" + outcome.summary(), pytrace=False)
     return result

@@ -90,7 +90,8 @@ class OnlyToolsAssertion(Assertion):
             return None
         if state.first_failure is None:
             state.first_failure = f"`{call.name}` at {call_ref(call)}"
-        return Failure.at(call, f"`{call.name}` called at {call_ref(call)} is not an allowed tool; allowed: {self._what()}")
+        return Failure.at(call, f"`{call.name}` called at {call_ref(call)} is not an allowed tool; allowed: "
+                                f"{self._what()}")
 
     def on_close(self, state: OnlyToolsState, episode: EpisodeView) -> Outcome:
         if state.first_failure is not None:

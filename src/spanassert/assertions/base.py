@@ -83,7 +83,7 @@ W_CFG_REGEX_BACKTRACKING = "W_CFG_REGEX_BACKTRACKING"
 try:  # the parser behind `re`: public as sre_parse until 3.11, private (re._parser) after
     from re import _parser as _sre_parse  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - Python < 3.11
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
+    import sre_parse as _sre_parse
 
 _REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
 _WILD = "wild"
@@ -340,8 +340,9 @@ class Assertion:
     # True for liveness rules, decided when the episode closes (must_call, sequences, ...).
     decides_on_close: ClassVar[bool] = False
     # True when a failure at a call depends on that call alone: serve checks such rules on each
-    # tool span as it arrives, before the trace is assembled (Engine.precheck).
-    order_free: ClassVar[bool] = False
+    # tool span as it arrives, before the trace is assembled (Engine.precheck). Per instance where
+    # the rule's values decide it (trace_no_sensitive_data: not when it scans the final output).
+    order_free: bool = False
     # True when a pass on the calls seen stays a pass whatever calls were not seen: more calls,
     # anywhere in the episode, cannot break it (at least N calls of a tool; an ordered subsequence).
     # In an episode whose evidence is incomplete (root not seen, spans dropped) only such a pass

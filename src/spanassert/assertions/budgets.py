@@ -60,7 +60,8 @@ class _StepBudget(Assertion):
         self.tools = frozenset()  # no call reaches it; model steps do
         self.needs = frozenset((NEED_STEPS,))
         self.wants_steps = True
-        self.max: float = values.get("max") if values.get("max") is not None else math.inf
+        bound = values.get("max")
+        self.max: float = float(bound) if bound is not None else math.inf
 
     def new_state(self) -> BudgetState:
         return BudgetState()

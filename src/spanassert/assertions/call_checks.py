@@ -2,9 +2,11 @@
 
 Each is a safety rule: it fails at the offending call as soon as the content it reads is known. The
 engine hands a call's content (arguments included) to assertions when its span ends, live and in
-replay alike, so that both see the same thing at the same point. It also holds the small helpers the other recorded-trace families share: how a call is named
-in a message (:func:`call_ref`), what counts as an errored call (:func:`call_errored`), and the per-episode state of an every-call rule
-(:class:`EveryCallState`).
+replay alike, so that both see the same thing at the same point. It also holds the small helpers the
+other recorded-trace families share: how a call is named in a message (:func:`call_ref`), what
+counts as an errored call (:func:`call_errored`), the per-episode state of an every-call rule
+(:class:`EveryCallState`) and its close verdict, and the one check of recorded content against a
+JSON Schema (:func:`schema_failure`).
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from typing import Callable, Dict, Iterable, List, Optional, Pattern, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Pattern, Set, Tuple
 
 
 class Detector:
@@ -70,13 +70,15 @@ def _cloud_check(m: re.Match[str]) -> bool:
 
 _PRIVATE_KEY = r"-----BEGIN (?:[A-Z0-9]{1,16} ){0,3}PRIVATE KEY(?: BLOCK)?-----"
 
-_JWT = r"(?<![A-Za-z0-9_-])(eyJ[A-Za-z0-9_-]{5,4096})\.(eyJ[A-Za-z0-9_-]{5,16384})\.([A-Za-z0-9_-]{10,4096})(?![A-Za-z0-9_-])"
+_JWT = (r"(?<![A-Za-z0-9_-])(eyJ[A-Za-z0-9_-]{5,4096})\.(eyJ[A-Za-z0-9_-]{5,16384})\.([A-Za-z0-9_-]{10,4096})"
+        r"(?![A-Za-z0-9_-])")
 
 
 def _b64json(part: str) -> Optional[object]:
     try:
         raw = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
-        return json.loads(raw.decode("utf-8"))
+        value: object = json.loads(raw.decode("utf-8"))
+        return value
     except (ValueError, UnicodeDecodeError):
         return None
 
@@ -215,9 +217,9 @@ class _EmailDetector(Detector):
         at = text.find("@")
         while at != -1:
             local = _EMAIL_LOCAL.search(text, max(0, at - 64), at)
-            if local is not None and not local.group(0).startswith(".") and not local.group(0).endswith("."):
-                if _EMAIL_DOMAIN.match(text, at + 1) is not None:
-                    return True
+            if local is not None and not local.group(0).startswith(".") and not local.group(0).endswith(".") \
+                    and _EMAIL_DOMAIN.match(text, at + 1) is not None:
+                return True
             at = text.find("@", at + 1)
         return False
 
@@ -259,7 +261,7 @@ DETECTORS: Dict[str, Detector] = {
                  hint=r"[A-Z]{2}\d{2}"),
         _EmailDetector("email", "e-mail addresses (`local@domain.tld`)", (), hint="@"),
         Detector("phone", "phone numbers: international (`+` and 8-15 digits) or North American "
-                 "(`(415) 555-0132`, `415-555-0132`)", (_PHONE_INTL,) + _PHONE_NANP, _phone_check,
+                 "(`(415) 555-0132`, `415-555-0132`)", (_PHONE_INTL, *_PHONE_NANP), _phone_check,
                  hint=r"\+[1-9]|\d{3}"),
     )
 }
@@ -274,7 +276,7 @@ DETECTOR_NAMES: Tuple[str, ...] = tuple(DETECTORS) + tuple(GROUPS)
 
 def expand(names: Iterable[str]) -> List[str]:
     """Detector names with groups expanded, in declaration order, without duplicates."""
-    wanted = set()
+    wanted: Set[str] = set()
     for n in names:
         wanted.update(GROUPS.get(n, (n,)))
     return [n for n in DETECTORS if n in wanted]

@@ -216,7 +216,8 @@ class NoFlowAssertion(Assertion):
         if not episode.decidable:
             return Outcome.inconclusive(f"no flow so far, but {unfinished(episode)}")
         if not state.sources:
-            return Outcome.not_applicable(f"`{self.source_tool}` returned nothing in this episode, so nothing could flow")
+            return Outcome.not_applicable(f"`{self.source_tool}` returned nothing in this episode, so nothing could "
+                                          "flow")
         return Outcome.passed(f"no value read from `{self.source_tool}` ({state.count} followed) reached {sink}")
 
 

@@ -41,10 +41,7 @@ def _ordinal(n: int) -> str:
 def _primitive(pattern: List[str]) -> bool:
     """Whether ``pattern`` is not a repetition of a shorter pattern (A-B-A-B is, A-B is not)."""
     n = len(pattern)
-    for d in range(1, n):
-        if n % d == 0 and pattern == pattern[:d] * (n // d):
-            return False
-    return True
+    return not any(n % d == 0 and pattern == pattern[:d] * (n // d) for d in range(1, n))
 
 
 class NoRepeatState:
@@ -82,10 +79,12 @@ class NoRepeatAssertion(Assertion):
         "max": Field({"type": "integer", "minimum": 1}, required=True,
                      doc="Most identical calls allowed, and most back-to-back repetitions of a pattern."),
         "window": Field({"type": "integer", "minimum": 2, "maximum": MAX_WINDOW},
-                        doc="Count identical calls only within this many consecutive calls. Default: the whole episode."),
+                        doc="Count identical calls only within this many consecutive calls. Default: the whole "
+                            "episode."),
         **tool_fields("Only calls of this tool (exact name).", required=False),
         "cycle_length": Field({"type": "integer", "minimum": 0, "maximum": MAX_CYCLE_LENGTH}, default=4,
-                              doc="Longest pattern of tool names checked for cycles (0 or 1: no cycle check). Default 4."),
+                              doc="Longest pattern of tool names checked for cycles (0 or 1: no cycle check). Default "
+                                  "4."),
     }
 
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
@@ -171,13 +170,13 @@ class NoRepeatAssertion(Assertion):
             n = counts.get(key, 0) + 1
             counts[key] = n
         else:
-            old = counts.get(key, 0)
-            if old > self.max:
+            seen = counts.get(key, 0)
+            if seen > self.max:
                 return None  # reported at the call that went over; the count stops there
-            if not old and len(counts) >= MAX_DISTINCT_CALLS:
+            if not seen and len(counts) >= MAX_DISTINCT_CALLS:
                 state.overflow += 1
                 return None
-            n = counts[key] = old + 1
+            n = counts[key] = seen + 1
         if n != self.max + 1:
             return None  # under the bound, or already reported at the call that went over
         within = f" within {self.window} consecutive calls" if self.window else ""

@@ -242,10 +242,7 @@ class JsonIs(_JsonCheck):
         self.kind = kind
 
     def judge(self, value: Any, show: Show) -> Check:
-        if self.kind == "set":
-            ok = value is not UNDEFINED and value is not None
-        else:
-            ok = kind_of(value) == self.kind
+        ok = value is not UNDEFINED and value is not None if self.kind == "set" else kind_of(value) == self.kind
         return (HELD if ok else FAILED), f"got {kind_of(value)}"
 
 

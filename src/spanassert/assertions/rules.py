@@ -314,7 +314,8 @@ class _BeforeState(RuleState):
         if t:
             if self.first_unknown is not None:
                 return self._eval(INCONCLUSIVE, [call.index],
-                                  f"whether '{first}' preceded '{then}' (call #{call.index + 1}) is unknown: {self.first_unknown}")
+                                  f"whether '{first}' preceded '{then}' (call #{call.index + 1}) is unknown: "
+                                  f"{self.first_unknown}")
             return self._eval(
                 VIOLATED, [call.index],
                 f"tool '{first}' was required before tool '{then}', but '{then}' was called at call #{call.index + 1} "
@@ -328,7 +329,8 @@ class _BeforeState(RuleState):
     def _finish(self, complete: bool) -> RuleEvaluation:
         first, then = self.rule.operands["first"], self.rule.operands["then"]
         if self.then_unknown is not None:
-            return self._eval(INCONCLUSIVE, [], f"whether '{then}' came before '{first}' is unknown: {self.then_unknown}")
+            return self._eval(INCONCLUSIVE, [], f"whether '{then}' came before '{first}' is unknown: "
+                                                f"{self.then_unknown}")
         if self.first_idx is not None and self.then_idx is not None:
             return self._eval(HELD, [self.first_idx, self.then_idx])
         return self._eval(NOT_EXERCISED, [], f"'{then}' never appeared, so the ordering was never constrained")
@@ -367,7 +369,8 @@ class _BlocklistState(RuleState):
         pattern = self.rule.values["pattern"]
         if pattern in call.name:
             return self._eval(VIOLATED, [call.index],
-                              f"tool '{call.name}' at call #{call.index + 1} matches blocklist pattern '{pattern}'", call)
+                              f"tool '{call.name}' at call #{call.index + 1} matches blocklist "
+                              f"pattern '{pattern}'", call)
         return None
 
     def _finish(self, complete: bool) -> RuleEvaluation:
@@ -389,7 +392,7 @@ class BlocklistRule(Rule):
         # Assay's semantics stay: a plain substring, `*` included. A pattern that looks like a glob
         # or regex is still only a substring, which is worth a warning.
         pattern = self.values["pattern"]
-        literal = sorted(set(c for c in pattern if c in "*?[]()|^$\\{}+"))
+        literal = sorted({c for c in pattern if c in "*?[]()|^$\\{}+"})
         if literal:
             chars = " ".join(f"`{c}`" for c in literal)
             ctx.warn(W_CFG_TOOL_NAME,
@@ -424,7 +427,8 @@ class _MaxCallsState(RuleState):
         if self.count > limit:
             return self._eval(
                 VIOLATED, list(self.hits),
-                f"tool '{self.rule.operands['tool']}' exceeded max calls ({self.count} > {limit}) at call #{call.index + 1}",
+                f"tool '{self.rule.operands['tool']}' exceeded max calls ({self.count} > {limit}) at call "
+                f"#{call.index + 1}",
                 call,
             )
         return None
@@ -434,7 +438,8 @@ class _MaxCallsState(RuleState):
         if self.count + self.unknown > limit:
             return self._eval(INCONCLUSIVE, list(self.hits),
                               f"{self.count} certain and {self.unknown} undecidable call(s) of "
-                              f"'{self.rule.operands['tool']}' against max {limit}: their arguments could not be read as named arguments "
+                              f"'{self.rule.operands['tool']}' against max {limit}: their arguments could not be read "
+                              "as named arguments "
                               "(not recorded, or not an object)")
         return self._eval(HELD, list(self.hits))
 
@@ -479,7 +484,8 @@ class _EventuallyState(RuleState):
                               f"'{tool}' not certainly seen within the first {within} calls: {self.unknown}")
         if m:
             return self._eval(VIOLATED, [call.index],
-                              f"tool '{tool}' appeared at call #{call.index + 1} but must appear within the first {within} calls",
+                              f"tool '{tool}' appeared at call #{call.index + 1} but must appear within the first "
+                              f"{within} calls",
                               call)
         return self._eval(VIOLATED, [call.index],
                           f"tool '{tool}' required within the first {within} calls but call #{call.index + 1} "
@@ -488,7 +494,8 @@ class _EventuallyState(RuleState):
     def _finish(self, complete: bool) -> RuleEvaluation:
         tool, within = self.rule.operands["tool"], self.rule.values["within"]
         if self.unknown is not None:
-            return self._eval(INCONCLUSIVE, [], f"'{tool}' not certainly seen within the first {within} calls: {self.unknown}")
+            return self._eval(INCONCLUSIVE, [], f"'{tool}' not certainly seen within the first {within} calls: "
+                                                f"{self.unknown}")
         if not complete:
             return self._eval(INCONCLUSIVE, [],
                               f"'{tool}' has not appeared in {self.seen} call(s) and the episode was cut short "
@@ -583,7 +590,8 @@ class _AfterState(RuleState):
         if self.doubtful is not None and self.unknown is None:
             self.unknown = self.note
         if self.unknown is not None:
-            return self._eval(INCONCLUSIVE, [], f"whether every '{trigger}' was answered by '{then}' is unknown: {self.unknown}")
+            return self._eval(INCONCLUSIVE, [], f"whether every '{trigger}' was answered by '{then}' is unknown: "
+                                                f"{self.unknown}")
         if self.triggered is None:
             return self._eval(NOT_EXERCISED, [], f"'{trigger}' never appeared, so no deadline started")
         spanned = [self.triggered] + ([self.answer] if self.answer is not None else [])
@@ -652,7 +660,8 @@ class _NeverAfterState(RuleState):
     def _finish(self, complete: bool) -> RuleEvaluation:
         trigger, forbidden = self.rule.operands["trigger"], self.rule.operands["forbidden"]
         if self.unknown is not None:
-            return self._eval(INCONCLUSIVE, [], f"whether '{forbidden}' followed '{trigger}' is unknown: {self.unknown}")
+            return self._eval(INCONCLUSIVE, [], f"whether '{forbidden}' followed '{trigger}' is unknown: "
+                                                f"{self.unknown}")
         if self.trigger_idx is None:
             return self._eval(NOT_EXERCISED, [], f"'{trigger}' never appeared, so nothing was forbidden")
         return self._eval(HELD, [self.trigger_idx])
@@ -695,12 +704,14 @@ class _SequenceState(RuleState):
             return None
         if m is None:
             return self._eval(INCONCLUSIVE, list(self.spanned),
-                              f"whether call #{call.index + 1} is the expected '{expected}' is unknown: {_unknown_args_note(call)}")
+                              f"whether call #{call.index + 1} is the expected '{expected}' is unknown: "
+                              f"{_unknown_args_note(call)}")
         if self.rule.values["strict"]:
             if self.spanned:
                 return self._eval(
-                    VIOLATED, self.spanned + [call.index],
-                    f"strict sequence violated: expected '{expected}' at call #{call.index + 1} but found '{call.name}'",
+                    VIOLATED, [*self.spanned, call.index],
+                    f"strict sequence violated: expected '{expected}' at call #{call.index + 1} but found "
+                    f"'{call.name}'",
                     call,
                 )
             return None
@@ -708,7 +719,7 @@ class _SequenceState(RuleState):
             lm = later.match(call)
             if lm:
                 return self._eval(
-                    VIOLATED, self.spanned + [call.index],
+                    VIOLATED, [*self.spanned, call.index],
                     f"sequence out of order: '{later}' at call #{call.index + 1} appears before '{expected}'",
                     call,
                 )
@@ -728,7 +739,8 @@ class _SequenceState(RuleState):
             return self._eval(NOT_EXERCISED, [], "no tool named by the sequence appeared")
         if not complete:
             return self._eval(INCONCLUSIVE, list(self.spanned),
-                              f"sequence reached '{tools[self.pos - 1]}' and the episode was cut short before '{tools[self.pos]}'")
+                              f"sequence reached '{tools[self.pos - 1]}' and the episode was cut short before "
+                              f"'{tools[self.pos]}'")
         return self._eval(VIOLATED, list(self.spanned),
                           f"sequence reached '{tools[self.pos - 1]}' and the episode ended before '{tools[self.pos]}'")
 
@@ -754,7 +766,8 @@ class SequenceRule(Rule):
 
 RULE_KINDS: Dict[str, Type[Rule]] = {
     cls.kind: cls
-    for cls in (RequireRule, BeforeRule, BlocklistRule, MaxCallsRule, EventuallyRule, AfterRule, NeverAfterRule, SequenceRule)
+    for cls in (RequireRule, BeforeRule, BlocklistRule, MaxCallsRule, EventuallyRule, AfterRule, NeverAfterRule,
+                SequenceRule)
 }
 
 # The shape accepted where a list of rules is a field; each rule is checked in detail by parse_rule
@@ -773,7 +786,8 @@ def rule_schema() -> Dict[str, Any]:
         variants.append({
             "type": "object",
             "description": cls.doc,
-            "properties": {"type": {"const": kind}, **{k: dict(f.schema, description=f.doc) for k, f in cls.fields.items()}},
+            "properties": {"type": {"const": kind},
+                           **{k: dict(f.schema, description=f.doc) for k, f in cls.fields.items()}},
             "required": ["type"] + [k for k, f in cls.fields.items() if f.required],
             "additionalProperties": False,
         })
@@ -810,7 +824,7 @@ def _operand_problem(value: Any, schema: Mapping[str, Any]) -> Optional[str]:
                 return prefix + "`args_match` must be a map of argument name to regex"
             return prefix + ("expected a tool name, `{tool: NAME, args_match: {ARG: REGEX}}` or "
                              "`{tool_pattern: REGEX, args_match: {ARG: REGEX}}`")
-        return prefix + exc.message
+        return prefix + str(exc.message)
     return None
 
 
@@ -821,7 +835,8 @@ def parse_rule(spec: Any, ctx: BuildContext, field: str, aliases: Optional[Mappi
         return None
     kind = spec.get("type")
     if not isinstance(kind, str) or kind not in RULE_KINDS:
-        ctx.error(E_CFG_RULE, f"unknown rule type {kind!r}{_did_you_mean(str(kind), RULE_KINDS)}", field=f"{field}.type",
+        ctx.error(E_CFG_RULE, f"unknown rule type {kind!r}{_did_you_mean(str(kind), RULE_KINDS)}",
+                  field=f"{field}.type",
                   hint="one of: " + ", ".join(sorted(RULE_KINDS)))
         return None
     from ..config.fields import MISSING_KEY, UNKNOWN_KEY, field_problems  # config imports assertions
@@ -853,7 +868,8 @@ def parse_rule(spec: Any, ctx: BuildContext, field: str, aliases: Optional[Mappi
     return rule if len(ctx.errors) == before else None
 
 
-def parse_rules(specs: Sequence[Any], ctx: BuildContext, field: str, aliases: Optional[Mapping[str, Any]] = None) -> List[Rule]:
+def parse_rules(specs: Sequence[Any], ctx: BuildContext, field: str,
+                aliases: Optional[Mapping[str, Any]] = None) -> List[Rule]:
     out: List[Rule] = []
     for i, spec in enumerate(specs):
         rule = parse_rule(spec, ctx, f"{field}[{i}]", aliases)

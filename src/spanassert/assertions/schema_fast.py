@@ -19,7 +19,7 @@ from __future__ import annotations
 import numbers
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 Predicate = Callable[[Any], bool]
 
@@ -184,10 +184,16 @@ def _length_checks(schema: Dict[str, Any], has: Callable[[str], bool], lo_key: s
     out: List[Predicate] = []
     if has(lo_key):
         lo = _count(schema[lo_key])
-        out.append(lambda x, lo=lo: not len(x) < lo)
+
+        def long_enough(x: Any, lo: int = lo) -> bool:
+            return not len(x) < lo
+        out.append(long_enough)
     if has(hi_key):
         hi = _count(schema[hi_key])
-        out.append(lambda x, hi=hi: not len(x) > hi)
+
+        def short_enough(x: Any, hi: int = hi) -> bool:
+            return not len(x) > hi
+        out.append(short_enough)
     return out
 
 
@@ -285,7 +291,10 @@ def _compile(schema: Any, known: Any, depth: int) -> Predicate:
             search = re.compile(source).search
         except (re.error, TypeError, ValueError, OverflowError, RecursionError):
             raise _Unsupported("pattern") from None
-        str_checks.append(lambda x, search=search: search(x) is not None)
+
+        def matches(x: Any, search: Callable[[str], Any] = search) -> bool:
+            return search(x) is not None
+        str_checks.append(matches)
     if str_checks:
         checks.append(_only_for(_is_string, _all_of(str_checks)))
 
@@ -344,7 +353,9 @@ def _compile(schema: Any, known: Any, depth: int) -> Predicate:
         names_set = frozenset(declared)
         extra = _compile(schema["additionalProperties"], known, depth + 1)
         if extra is _never:
-            obj_checks.append(lambda x, names_set=names_set: names_set.issuperset(x))
+            def no_extras(x: Any, names_set: FrozenSet[Any] = names_set) -> bool:
+                return names_set.issuperset(x)
+            obj_checks.append(no_extras)
         elif extra is not _always:
             def extras_ok(x: Any, names_set: Any = names_set, extra: Predicate = extra) -> bool:
                 for k, v in x.items():
@@ -384,13 +395,18 @@ def _compile(schema: Any, known: Any, depth: int) -> Predicate:
         checks.append(one_valid)
     if has("not"):
         negated = _compile(schema["not"], known, depth + 1)
-        checks.append(lambda x, negated=negated: not negated(x))
+
+        def is_not(x: Any, negated: Predicate = negated) -> bool:
+            return not negated(x)
+        checks.append(is_not)
     if has("if"):
         cond = _compile(schema["if"], known, depth + 1)
         then = _compile(schema["then"], known, depth + 1) if "then" in schema else _always
         other = _compile(schema["else"], known, depth + 1) if "else" in schema else _always
         if then is not _always or other is not _always:
-            checks.append(lambda x, cond=cond, then=then, other=other: then(x) if cond(x) else other(x))
+            def if_then_else(x: Any, cond: Predicate = cond, then: Predicate = then, other: Predicate = other) -> bool:
+                return then(x) if cond(x) else other(x)
+            checks.append(if_then_else)
 
     return _all_of(checks)
 

@@ -186,7 +186,8 @@ def jsonschema_messages(validator: Any, instance: Any, limit: int = 5) -> List[s
     for err in sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path)):
         where = "/".join(str(p) for p in err.absolute_path) or "(root)"
         bound = err.schema.get(err.validator) if isinstance(err.schema, dict) else None
-        out.append(f"{where}: violates `{err.validator}`" + (f" {bound!r}" if bound is not None and not isinstance(bound, (dict, list)) else ""))
+        shown = f" {bound!r}" if bound is not None and not isinstance(bound, (dict, list)) else ""
+        out.append(f"{where}: violates `{err.validator}`{shown}")
         if len(out) >= limit:
             break
     return out

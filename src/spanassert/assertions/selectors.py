@@ -190,7 +190,8 @@ class CallSelector:
         self.pattern = pattern
 
     @classmethod
-    def build(cls, spec: Any, ctx: BuildContext, field: str, aliases: Optional[Mapping[str, str]] = None) -> CallSelector:
+    def build(cls, spec: Any, ctx: BuildContext, field: str,
+              aliases: Optional[Mapping[str, str]] = None) -> CallSelector:
         if isinstance(spec, str):
             warn_tool_name(ctx, spec, field)
             return cls((aliases or {}).get(spec, spec))

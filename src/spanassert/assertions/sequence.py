@@ -71,8 +71,10 @@ class ExactMatcher(_Matcher):
         state.pos += 1
         if pos >= n:
             if n == 0:
-                return f"`{call.name}` called at {call_ref(call)}; the expected sequence is empty, so no tool may be called"
-            return f"`{call.name}` called at {call_ref(call)}, beyond the {n} call(s) of the exact sequence {_names(self.expected)}"
+                return (f"`{call.name}` called at {call_ref(call)}; the expected sequence is empty, so no tool may be "
+                        "called")
+            return (f"`{call.name}` called at {call_ref(call)}, beyond the {n} call(s) of the exact sequence "
+                    f"{_names(self.expected)}")
         want = self.expected[pos]
         if call.name != want:
             return (
@@ -86,7 +88,8 @@ class ExactMatcher(_Matcher):
             return Outcome.failed(f"the calls deviate from {_names(self.expected)} at {state.first_failure}")
         n = len(self.expected)
         if state.pos < n:
-            seen = f"{state.pos} of the {n} call(s) of {_names(self.expected)} made; next expected `{self.expected[state.pos]}`"
+            seen = (f"{state.pos} of the {n} call(s) of {_names(self.expected)} made; next expected "
+                    f"`{self.expected[state.pos]}`")
             if not episode.decidable:
                 return Outcome.inconclusive(f"{seen}, but {unfinished(episode)}")
             return Outcome.failed(seen)
@@ -116,11 +119,13 @@ class PrefixMatcher(_Matcher):
 
     def on_close(self, state: SequenceState, episode: EpisodeView) -> Outcome:
         if state.first_failure is not None:
-            return Outcome.failed(f"the calls do not start with {_names(self.expected)}: deviation at {state.first_failure}")
+            return Outcome.failed(f"the calls do not start with {_names(self.expected)}: deviation at "
+                                  f"{state.first_failure}")
         n = len(self.expected)
         if state.pos >= n:
             return Outcome.passed(f"the calls start with {_names(self.expected)}")
-        seen = f"only {state.pos} of the {n} expected first call(s) {_names(self.expected)} made; next expected `{self.expected[state.pos]}`"
+        seen = (f"only {state.pos} of the {n} expected first call(s) {_names(self.expected)} made; next expected "
+                f"`{self.expected[state.pos]}`")
         if not episode.decidable:
             return Outcome.inconclusive(f"{seen}, but {unfinished(episode)}")
         return Outcome.failed(seen)
@@ -259,7 +264,8 @@ class ToolSequenceAssertion(_OrderAssertion):
         "allow_other_tools": Field(
             {"type": "boolean"},
             required=True,
-            doc="Required. `true`: other calls may come between (ordered subsequence); `false`: the calls must equal `sequence` exactly.",
+            doc="Required. `true`: other calls may come between (ordered subsequence); `false`: the calls must equal "
+                "`sequence` exactly.",
         ),
     }
 
@@ -294,7 +300,8 @@ class TrajectoryAssertion(_OrderAssertion):
         "others (cannot fail)."
     )
     fields = {
-        "expected": Field(_TOOL_LIST_SCHEMA, required=True, doc="The expected tool names, in order (order is ignored by `subset`)."),
+        "expected": Field(_TOOL_LIST_SCHEMA, required=True, doc="The expected tool names, in order (order is ignored "
+                                                                "by `subset`)."),
         "mode": Field(
             {"enum": list(TRAJECTORY_MODES)},
             default="exact",

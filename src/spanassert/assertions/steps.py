@@ -35,7 +35,8 @@ class MaxStepsAssertion(Assertion):
         "refused (cannot fail)."
     )
     fields = {
-        "max": Field({"type": "integer", "minimum": 0}, required=True, doc="Most steps (model calls + tool calls) allowed."),
+        "max": Field({"type": "integer", "minimum": 0}, required=True, doc="Most steps (model calls + tool calls) "
+                                                                           "allowed."),
     }
 
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
@@ -82,7 +83,8 @@ class MaxToolCallsAssertion(Assertion):
         "of 4294967295 or more is refused (cannot fail)."
     )
     fields = {
-        "max": Field({"type": "integer", "minimum": 0}, required=True, doc="Most calls allowed (0: the tool must not be called)."),
+        "max": Field({"type": "integer", "minimum": 0}, required=True, doc="Most calls allowed (0: the tool must not "
+                                                                           "be called)."),
         **tool_fields("Count only calls of this tool (exact name).", required=False),
     }
 
@@ -109,7 +111,8 @@ class MaxToolCallsAssertion(Assertion):
             return None
         state.over = True
         return Failure.at(
-            call, f"`{call.name}` called at {call_ref(call)} is call {state.count} of {calls_of(self.tool)}; max {self.max}"
+            call, f"`{call.name}` called at {call_ref(call)} is call {state.count} of {calls_of(self.tool)}; max "
+                  f"{self.max}"
         )
 
     def on_close(self, state: CountState, episode: EpisodeView) -> Outcome:

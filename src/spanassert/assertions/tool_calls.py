@@ -1,9 +1,9 @@
 """Required and forbidden tools: ``trace_must_call_tool`` and ``trace_must_not_call_tool`` (Assay V1).
 
 Both select calls by exact tool name (or ``tool_pattern``, an anchored regex), optionally narrowed
-by ``args_match`` (an AND of ``argument -> regex``, see :mod:`.selectors`). A forbidden tool is a safety rule and fails the
-moment the offending span starts (or, with ``args_match``, as soon as its arguments are known); a
-required tool is a liveness rule and is decided when the episode closes.
+by ``args_match`` (an AND of ``argument -> regex``, see :mod:`.selectors`). A forbidden tool is a
+safety rule and fails the moment the offending span starts (or, with ``args_match``, as soon as its
+arguments are known); a required tool is a liveness rule and is decided when the episode closes.
 """
 from __future__ import annotations
 
@@ -54,7 +54,8 @@ class MustCallToolAssertion(Assertion):
     fields = {
         **tool_fields("Exact name of the tool that must be called.", required=True, empty_is_ineffective=True),
         "min_calls": Field(
-            {"type": "integer", "minimum": 0}, default=1, doc="Fewest calls required. Default 1; 0 is refused (cannot fail)."
+            {"type": "integer", "minimum": 0}, default=1, doc="Fewest calls required. Default 1; 0 is refused (cannot "
+                                                              "fail)."
         ),
         "args_match": Field(ARGS_MATCH_SCHEMA, doc="Count only calls whose arguments match " + _ARGS_MATCH_RULE),
     }

@@ -82,21 +82,20 @@ class Walk:
                 else:
                     items = []
                 for k, v in reversed(items):
-                    stack.append((path + [k], v, depth + 1))
+                    stack.append(([*path, k], v, depth + 1))
                 continue
             if isinstance(node, dict):
                 if depth >= MAX_DEPTH + len(select):
                     self.cut = True
                     continue
                 for k, v in reversed(list(node.items())):
-                    stack.append((path + [k], v, depth + 1))
+                    stack.append(([*path, k], v, depth + 1))
                 continue
             if isinstance(node, list):
                 if depth >= MAX_DEPTH + len(select):
                     self.cut = True
                     continue
-                for i in range(len(node) - 1, -1, -1):
-                    stack.append((path + [i], node[i], depth + 1))
+                stack.extend(([*path, i], node[i], depth + 1) for i in range(len(node) - 1, -1, -1))
                 continue
             count += 1
             if count > MAX_LEAVES:

@@ -215,6 +215,9 @@ def type_schema(cls: Type[Assertion], type_name: Optional[str] = None) -> Dict[s
     return schema
 
 
+_NOTHING: List[Any] = [False]  # a oneOf/anyOf no value satisfies (no type is registered)
+
+
 def _one_of(defs: Dict[str, Any], prefix: str, registry: Mapping[str, Type[Assertion]],
             aliases: Mapping[str, str]) -> List[Dict[str, Any]]:
     branches: List[Dict[str, Any]] = []
@@ -252,7 +255,7 @@ def build_schema() -> Dict[str, Any]:
         "type": "object",
         "required": ["type"],
         "properties": {"type": {"enum": sorted(ASSERTION_TYPES)} if ASSERTION_TYPES else False},
-        "oneOf": assertion_branches or [False],
+        "oneOf": assertion_branches or _NOTHING,
     }
 
     expected_branches = _one_of(defs, "expected", EXPECTED_TYPES, EXPECTED_TYPE_ALIASES)
@@ -272,7 +275,7 @@ def build_schema() -> Dict[str, Any]:
                 "description": f"Assay legacy form of `type: {LEGACY_EXPECTED[key]}`.",
             }
             expected_branches.append(_ref(f"expected.legacy.{key}"))
-    defs["expected_check"] = {"anyOf": expected_branches or [False]}
+    defs["expected_check"] = {"anyOf": expected_branches or _NOTHING}
     defs["expected"] = {
         "anyOf": [
             _ref("expected_check"),

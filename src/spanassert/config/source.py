@@ -214,7 +214,7 @@ class _Bounds:
     alias_count = 0
     depth = 0
 
-    def compose_node(self, parent: Optional[Node], index: Any) -> Node:
+    def compose_node(self, parent: Optional[Node], index: Any) -> Optional[Node]:
         loader: Any = self
         if loader.check_event(yaml.AliasEvent):
             self.alias_count += 1
@@ -225,7 +225,7 @@ class _Bounds:
                     loader.peek_event().start_mark,
                     "write the repeated parts out, or use fewer `*alias` references",
                 )
-            return Composer.compose_node(loader, parent, index)  # type: ignore[no-any-return]
+            return Composer.compose_node(loader, parent, index)
         if loader.check_event(yaml.MappingStartEvent, yaml.SequenceStartEvent):
             self.depth += 1
             try:
@@ -236,10 +236,10 @@ class _Bounds:
                         loader.peek_event().start_mark,
                         "flatten the structure; a rules file never needs this depth",
                     )
-                return Composer.compose_node(loader, parent, index)  # type: ignore[no-any-return]
+                return Composer.compose_node(loader, parent, index)
             finally:
                 self.depth -= 1
-        return Composer.compose_node(loader, parent, index)  # type: ignore[no-any-return]
+        return Composer.compose_node(loader, parent, index)
 
 
 class _PythonLoader(_Bounds, yaml.SafeLoader):
@@ -249,9 +249,9 @@ class _PythonLoader(_Bounds, yaml.SafeLoader):
 _LOADERS: List[Any] = [_PythonLoader]
 
 if getattr(yaml, "__with_libyaml__", False):  # pragma: no branch - depends on how PyYAML was built
-    from yaml.cyaml import CParser
+    from yaml.cyaml import CParser  # type: ignore[attr-defined]  # types-PyYAML's cyaml stub lists no CParser
 
-    class _LibyamlLoader(_Bounds, CParser, Composer, SafeConstructor, Resolver):  # type: ignore[misc]
+    class _LibyamlLoader(_Bounds, CParser, Composer, SafeConstructor, Resolver):
         """libyaml's C scanner/parser for speed (a 1 MiB file parses in seconds, not minutes), with
         the Python composer above so that the bounds, positions and duplicate checks are the same."""
 
@@ -304,7 +304,8 @@ def parse_document(source: Source) -> Document:
         if "maximum nesting depth" in (exc.problem or ""):  # libyaml's own bound, met while scanning ahead
             raise SourceProblem([Diagnostic(codes.E_CFG_TOO_DEEP, f"nesting deeper than {MAX_DEPTH} levels",
                                             file=file, line=line, column=col,
-                                            hint="flatten the structure; a rules file never needs this depth")]) from None
+                                            hint="flatten the structure; a rules file never needs this depth")]
+                          ) from None
         parts = [p for p in (exc.context, exc.problem) if p]
         raw = "; ".join(parts) or "invalid YAML"
         plain = _plain_yaml_error(exc)
@@ -414,7 +415,7 @@ class _ValueBuilder:
             return self._scalar(node)
         if isinstance(node, SequenceNode):
             self._check_collection_tag(node)
-            return [self.build(item, path + (i,), via_alias) for i, item in enumerate(node.value)]
+            return [self.build(item, (*path, i), via_alias) for i, item in enumerate(node.value)]
         if isinstance(node, MappingNode):
             self._check_collection_tag(node)
             return self._mapping(node, path, via_alias)
@@ -483,16 +484,17 @@ class _ValueBuilder:
                 self.problems.append(Diagnostic(
                     codes.E_CFG_DUPLICATE_KEY,
                     f"duplicate key `{key}` (first given at line {line0})",
-                    file=self.file, line=kline, column=kcol, path=format_path(path + (key,)),
+                    file=self.file, line=kline, column=kcol, path=format_path((*path, key)),
                     hint="keep one of the two; YAML parsers differ on which one wins",
                 ))
                 continue
             first_at[key] = (kline, kcol)
+            below = (*path, key)
             if kline is not None and kcol is not None:
-                self.key_at[path + (key,)] = (kline, kcol)
-            out[key] = self.build(value_node, path + (key,), via_alias)
+                self.key_at[below] = (kline, kcol)
+            out[key] = self.build(value_node, below, via_alias)
         # `<<: *base` merges: keys written here win over merged ones; earlier sources win over later.
-        for key_node, value_node in merges:
+        for _key_node, value_node in merges:
             sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
             for src in sources:
                 if not isinstance(src, MappingNode):

@@ -25,7 +25,7 @@ def _depths(records: List[SpanRecord]) -> Dict[str, int]:
     by_id = {r.span_id: r for r in records}
     depth: Dict[str, int] = {}
     for r in records:
-        chain = []
+        chain: List[SpanRecord] = []
         cur: Optional[SpanRecord] = r
         while cur is not None and cur.span_id not in depth and len(chain) < 10_000:
             chain.append(cur)
@@ -311,7 +311,7 @@ class TraceBuffer:
 
     def drain(self) -> List[List[SpanRecord]]:
         """Everything still held, in the order the traces started (end of input, shutdown)."""
-        out = []
+        out: List[List[SpanRecord]] = []
         for p in self.pending.values():
             p.records.seen = p.last_seen_at
             out.append(p.records)

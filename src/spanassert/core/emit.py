@@ -7,7 +7,7 @@ The processor's own telemetry is declared here and only here (README lists the s
 | `spanassert.violations` | counter | `{violation}` | test id, assertion type, tool, agent, severity |
 | `spanassert.shadow_violations` | counter | `{violation}` | same (rules in `mode: shadow`: counted, never alerted) |
 | `spanassert.episodes` | counter | `{episode}` | verdict, close reason |
-| `spanassert.episodes.amended` | counter | `{episode}` | verdict, close reason (a closed episode's result replaced: late violation, or more of its trace) |
+| `spanassert.episodes.amended` | counter | `{episode}` | verdict, close reason (a closed episode's result replaced) |
 | `spanassert.assertion.results` | observable counter | `{result}` | test id, assertion type, verdict |
 | `spanassert.episodes.open` | up-down counter | `{episode}` | — |
 | `spanassert.spans.unreadable` | counter | `{span}` | reason, tool |
@@ -150,7 +150,7 @@ class Telemetry(Sink):
             description="Closed episodes whose result was amended after close, by new overall verdict")
         # Per-rule coverage is counted in-process and observed on collection: one closed episode
         # yields a verdict per rule, too many for synchronous counter calls on the agent's path.
-        self._result_counts: Dict[tuple, int] = {}
+        self._result_counts: Dict[Tuple[Any, ...], int] = {}
         self.results = meter.create_observable_counter(
             "spanassert.assertion.results", callbacks=[self._observe_results], unit="{result}",
             description="Assertion verdicts over closed episodes, per rule")
@@ -279,7 +279,7 @@ class Telemetry(Sink):
         for fn, arg in items:
             try:
                 fn(arg)
-            except KeyboardInterrupt as exc:
+            except KeyboardInterrupt as exc:  # noqa: PERF203 -- each callback on its own: one failing must not stop the rest
                 interrupted = exc
             except BaseException as exc:  # noqa: BLE001
                 self.internal_error("callback", exc)

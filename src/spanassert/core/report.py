@@ -111,7 +111,7 @@ class Report:
         self.overflows: Dict[str, int] = {}
         # (trace id, span id) -> input location ("file.jsonl:12") of spans that carry a violation.
         self.sources: Optional[Dict[Tuple[str, str], str]] = {}
-        self.coverage: Dict[tuple, RuleCoverage] = {}
+        self.coverage: Dict[Tuple[str, int], RuleCoverage] = {}
         # Tool name -> calls, for near misses (at most MAX_TOOL_NAMES distinct names are kept).
         self.tool_names: Dict[str, int] = {}
         # ``--since/--until``: only episodes whose trace has a span in [start, end] (ns since the

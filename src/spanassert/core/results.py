@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import field, fields
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .model import CloseReason, Verdict, worst
 from .records import record
@@ -117,7 +117,7 @@ class EpisodeResult:
             return worst(enforced)
         return worst([Verdict.PASSED if r.verdict is Verdict.FAILED else r.verdict for r in self.results])
 
-    def verdict_signature(self) -> List[tuple]:
+    def verdict_signature(self) -> List[Tuple[Any, ...]]:
         """A comparable summary (used to prove live, replay and serve agree)."""
         return sorted((r.test_id, r.index, r.verdict.value, r.span_id or "") for r in self.results)
 

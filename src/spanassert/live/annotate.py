@@ -102,7 +102,8 @@ class LiveRoots:
             return
         target: Optional[Span] = self.spans.get(int(root_span_id, 16)) if root_span_id else None
         if target is None:
-            tid = span.get_span_context().trace_id
+            ctx = span.get_span_context()
+            tid = ctx.trace_id if ctx is not None else None  # a finished SDK span always has one
             for s in list(self.spans.values()):
                 if s.get_span_context().trace_id == tid and (s.parent is None or s.parent.is_remote):
                     target = s

@@ -38,7 +38,7 @@ class SpanAssertConfigurator(_OTelSDKConfigurator):
             logging.getLogger("spanassert").warning(
                 "spanassert: %s is not set, so no rules are checked; set it to the path of a rules file",
                 ENV_CONFIG)
-            super()._configure(**kwargs)
+            super()._configure(**kwargs)  # type: ignore[no-untyped-call]  # the SDK's _configure has no annotations
             return
         config = _load_rules(path, exit_on_error="auto_instrumentation_version" in kwargs)
         holder: List[AssertionSpanProcessor] = []
@@ -56,7 +56,7 @@ class SpanAssertConfigurator(_OTelSDKConfigurator):
             return SpanProcessor()
 
         kwargs.setdefault("export_span_processor", export_span_processor)
-        super()._configure(**kwargs)
+        super()._configure(**kwargs)  # type: ignore[no-untyped-call]  # the SDK's _configure has no annotations
         if not holder:
             # OTEL_TRACES_EXPORTER=none (or a caller's own export_span_processor): check anyway.
             from opentelemetry import trace

@@ -99,9 +99,9 @@ def _langchain_message_content(output: Any) -> Any:
     if isinstance(output, Mapping) and output.get("type") == "constructor" and "lc" in output:
         ident = output.get("id")
         kwargs = output.get("kwargs")
-        if isinstance(ident, (list, tuple)) and ident and str(ident[-1]).endswith("Message"):
-            if isinstance(kwargs, Mapping) and "content" in kwargs:
-                return plain(kwargs["content"])
+        if isinstance(ident, (list, tuple)) and ident and str(ident[-1]).endswith("Message") \
+                and isinstance(kwargs, Mapping) and "content" in kwargs:
+            return plain(kwargs["content"])
     return plain(output)
 
 
@@ -153,7 +153,7 @@ def unwrap_entity_input(value: Any) -> Any:
 # -- messages (GenAI ``{role, parts[]}`` lists, as attributes or event attributes) ----------------
 
 
-def _messages(value: Any) -> Optional[list]:
+def _messages(value: Any) -> Optional[List[Any]]:
     parsed = parse_json(value)
     if isinstance(parsed, dict):
         parsed = [parsed]

@@ -129,7 +129,7 @@ def lookup(attributes: Mapping[str, Any]) -> Getter:
             return attributes.get  # a proxy over a dict is as fast as the dict
     backing = getattr(inner, "_dict", None)
     if type(backing) is dict:
-        return backing.get  # type: ignore[no-any-return]
+        return backing.get
     return attributes.get
 
 
@@ -141,7 +141,7 @@ def surely_other(name: str, attributes: Mapping[str, Any], _dict: type = dict,
     it cannot tell cheaply (``Mapper.role`` then decides). The hot path of every span an agent makes
     that is not about its model or tools; with user mapping rules it does not apply."""
     if type(attributes) is not _dict:
-        attributes = getattr(attributes, "_dict", None)  # the SDK's BoundedAttributes
+        attributes = getattr(attributes, "_dict", None)  # type: ignore[assignment]  # the SDK's BoundedAttributes; checked below
         if type(attributes) is not _dict:
             return False
     return (attributes.keys().isdisjoint(_markers) and name[:1] not in _initials

@@ -49,7 +49,8 @@ def _testcase(suite: _Suite, test_id: str, name: str, outcome: TestOutcome, fail
         el.text = detail
         suite.failures += 1
     elif v is Verdict.FAILED:
-        el = ET.SubElement(case, "skipped", {"message": _clean("shadow mode: failed: " + _first_line(outcome.messages(v)))})
+        message = _clean("shadow mode: failed: " + _first_line(outcome.messages(v)))
+        el = ET.SubElement(case, "skipped", {"message": message})
         el.text = detail
         suite.skipped += 1
     elif v is Verdict.INCONCLUSIVE and fail_on_inconclusive:
@@ -100,7 +101,8 @@ def render_junit(report: Report, *, fail_on_inconclusive: bool = False) -> bytes
         for outcome in test_outcomes(ep):
             suite = suites.get(outcome.test_id)
             if suite is None:  # a test the config no longer lists cannot happen; keep it visible anyway
-                suite = suites[outcome.test_id] = _Suite(ET.SubElement(root, "testsuite", {"name": _clean(outcome.test_id)}))
+                element = ET.SubElement(root, "testsuite", {"name": _clean(outcome.test_id)})
+                suite = suites[outcome.test_id] = _Suite(element)
             _testcase(suite, outcome.test_id, name, outcome, fail_on_inconclusive)
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for s in suites.values():
@@ -117,4 +119,5 @@ def render_junit(report: Report, *, fail_on_inconclusive: bool = False) -> bytes
         root.set(k, str(v))
     root.set("time", "0")
     ET.indent(root)
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+    document: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return document + b"\n"

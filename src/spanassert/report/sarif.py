@@ -89,13 +89,15 @@ def render_sarif(report: Report, *, fail_on_inconclusive: bool = False,
     def add(order: int, test_id: str, level: str, text: str, trace_id: Optional[str], span_id: Optional[str],
             shadow: bool, props: Dict[str, Any], kind: str = "fail") -> None:
         result: Dict[str, Any] = {"ruleId": test_id, "kind": kind, "level": level, "message": {"text": text},
-                                  "locations": _locations(trace_id, span_id, sources.get((trace_id or "", span_id or ""))),
+                                  "locations": _locations(trace_id, span_id,
+                                                          sources.get((trace_id or "", span_id or ""))),
                                   "properties": props}
         if test_id in rule_index:
             result["ruleIndex"] = rule_index[test_id]
         if shadow:
             result["suppressions"] = [{"kind": "external",
-                                       "justification": f"test `{test_id}` runs in shadow mode: reported, never failing the run"}]
+                                       "justification": f"test `{test_id}` runs in shadow mode: reported, never "
+                                                        "failing the run"}]
         ranked.append(((_LEVEL_RANK[level], order), result))
 
     for i, v in enumerate(report.violations):

@@ -1,7 +1,7 @@
 """The human summary of a replay, for a terminal or a CI log.
 
 Layout: one block per episode (trace id, key, root span name) with a line per assertion
-(✓ passed, ✗ failed, ? inconclusive, – not applicable) carrying the assertion's own message; a
+(✓ passed, ✗ failed, ? inconclusive, - not applicable) carrying the assertion's own message; a
 coverage table per rule, so a rule that never applied cannot pass for green; near misses (a rule's
 tool name that matched no call while a call's name differs only by case or separators); input issues with
 file:line; span counts; and a closing line that is exactly ``N passed, N failed, N inconclusive``.
@@ -20,7 +20,7 @@ MARKS = {
     Verdict.PASSED: "✓",
     Verdict.FAILED: "✗",
     Verdict.INCONCLUSIVE: "?",
-    Verdict.NOT_APPLICABLE: "–",
+    Verdict.NOT_APPLICABLE: "–",  # noqa: RUF001 -- the en dash is the mark printed for "not applicable"
 }
 
 
@@ -67,7 +67,7 @@ def _episode_lines(ep: EpisodeResult, only_problems: bool) -> List[str]:
         lines.append(text)
     if not lines:
         return []
-    return [_episode_header(ep)] + lines
+    return [_episode_header(ep), *lines]
 
 
 def _coverage_lines(report: Report) -> List[str]:
@@ -99,8 +99,7 @@ def _baseline_lines(diff: BaselineDiff) -> List[str]:
     for e in diff.changed:
         root = f'"{e.root_span_name}"' if e.root_span_name else "(no root span)"
         out.append(f"  trace {short_id(e.trace_id)}  key {e.key}  root {root}")
-        for c in e.changes:
-            out.append(f"    {c.test_id}: {c.old} → {c.new}")
+        out.extend(f"    {c.test_id}: {c.old} → {c.new}" for c in e.changes)
     wb = diff.would_block
     if wb is not None:
         out.append(f"Would block (action: block): {wb.current} call{'s' if wb.current != 1 else ''} "
