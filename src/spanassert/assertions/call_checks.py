@@ -126,13 +126,38 @@ def every_call_outcome(state: EveryCallState, episode: EpisodeView, subject: str
     return Outcome.passed(f"all {state.checked} {subject} {what}")
 
 
+class EveryCallAssertion(Assertion):
+    """Base of the rules that judge every selected call on its own ("every call of X must P"):
+    ``trace_tool_status``, ``trace_tool_duration``, ``trace_args_valid``, ``trace_tool_result`` and
+    ``expected:`` ``args_valid`` / ``tool_output_valid``. The state is an :class:`EveryCallState`; a
+    call is open from its start to its end; the close verdict is :func:`every_call_outcome` over
+    :meth:`calls_subject` and ``what``."""
+
+    order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
+    tool: Optional[str] = None  # the tool whose calls are judged (None: every call)
+    what = ""  # the property every judged call must have, for the close message
+
+    def new_state(self) -> EveryCallState:
+        return EveryCallState()
+
+    def on_call_start(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
+        state.open += 1
+        return None
+
+    def calls_subject(self) -> str:
+        return calls_of(self.tool)
+
+    def on_close(self, state: EveryCallState, episode: EpisodeView) -> Outcome:
+        return every_call_outcome(state, episode, self.calls_subject(), self.what)
+
+
 # -- trace_tool_status -----------------------------------------------------------------------------
 
 
 @register
-class ToolStatusAssertion(Assertion):
+class ToolStatusAssertion(EveryCallAssertion):
     type_name = "trace_tool_status"
-    order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
+    what = "ended without error"
     doc = (
         "Every call of `tool` (or every tool call) must end without error: its span status is not "
         "ERROR and no `error.type` was recorded. A safety rule: it fails at the offending call, when "
@@ -150,16 +175,9 @@ class ToolStatusAssertion(Assertion):
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
         selector = tool_selector(values, ctx, required=False)
-        self.tool: Optional[str] = selector.name_label if selector is not None else None
+        self.tool = selector.name_label if selector is not None else None
         self.select_calls(selector)
         self.needs = frozenset((NEED_STATUS,))
-
-    def new_state(self) -> EveryCallState:
-        return EveryCallState()
-
-    def on_call_start(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
-        state.open += 1
-        return None
 
     def on_call_end(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
         state.open = max(0, state.open - 1)  # an end whose start was not seen must not go negative
@@ -169,17 +187,13 @@ class ToolStatusAssertion(Assertion):
         kind = f" ({call.error_type})" if call.error_type else ""
         return state.fail(call, f"`{call.name}` ended in error{kind} at {call_ref(call)}; it must succeed")
 
-    def on_close(self, state: EveryCallState, episode: EpisodeView) -> Outcome:
-        return every_call_outcome(state, episode, calls_of(self.tool), "ended without error")
-
 
 # -- trace_tool_duration ---------------------------------------------------------------------------
 
 
 @register
-class ToolDurationAssertion(Assertion):
+class ToolDurationAssertion(EveryCallAssertion):
     type_name = "trace_tool_duration"
-    order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
     doc = (
         "Every call of `tool` (or every tool call) must take at most `max` (seconds, or a string "
         "such as \"500ms\", \"2s\", \"1m\"), measured from span start to span end. A safety rule: it "
@@ -199,7 +213,7 @@ class ToolDurationAssertion(Assertion):
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
         selector = tool_selector(values, ctx, required=False)
-        self.tool: Optional[str] = selector.name_label if selector is not None else None
+        self.tool = selector.name_label if selector is not None else None
         self.select_calls(selector)
         self.needs = frozenset((NEED_DURATION,))
         self.max_s = math.inf
@@ -207,17 +221,11 @@ class ToolDurationAssertion(Assertion):
             self.max_s = parse_duration(values.get("max", math.inf))
         except ValueError as exc:
             ctx.error("E_CFG_DURATION", str(exc), field="max", hint="e.g. `max: 2.5` or `max: \"500ms\"`")
+        self.what = f"took at most {format_seconds(self.max_s)}"
 
     def ineffective_reason(self) -> Optional[str]:
         if math.isinf(self.max_s):
             return "`max` is infinite, so no call can take longer than it"
-        return None
-
-    def new_state(self) -> EveryCallState:
-        return EveryCallState()
-
-    def on_call_start(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
-        state.open += 1
         return None
 
     def on_call_end(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
@@ -234,18 +242,15 @@ class ToolDurationAssertion(Assertion):
             f"`{call.name}` took {format_seconds(took)} at {call_ref(call)}; max {format_seconds(self.max_s)}",
         )
 
-    def on_close(self, state: EveryCallState, episode: EpisodeView) -> Outcome:
-        return every_call_outcome(state, episode, calls_of(self.tool), f"took at most {format_seconds(self.max_s)}")
-
 
 # -- trace_args_valid ------------------------------------------------------------------------------
 
 
 @register
-class ArgsValidAssertion(Assertion):
+class ArgsValidAssertion(EveryCallAssertion):
     type_name = "trace_args_valid"
     tool_required = True
-    order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
+    what = "had arguments valid under the schema"
     doc = (
         "Every recorded call of `tool` must have arguments valid under the JSON Schema `schema`. A "
         "safety rule: it fails at the offending call as soon as its arguments are known (at span "
@@ -270,7 +275,7 @@ class ArgsValidAssertion(Assertion):
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
         selector = tool_selector(values, ctx, required=True)
-        self.tool: str = selector.name_label if selector is not None else ""
+        self.tool = selector.name_label if selector is not None else ""
         self.schema: Any = values.get("schema", True)
         self.select_calls(selector or CallSelector(""))
         self.needs = frozenset((NEED_ARGUMENTS,))
@@ -282,9 +287,6 @@ class ArgsValidAssertion(Assertion):
         if schema_is_vacuous(self.schema):
             return "`schema` accepts every value, so no arguments can violate it"
         return None
-
-    def new_state(self) -> EveryCallState:
-        return EveryCallState()
 
     def _check(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
         if self.validator is None:
@@ -316,14 +318,12 @@ class ArgsValidAssertion(Assertion):
         # failure per span, so a call already reported at start is not reported twice.
         return self._check(state, call)
 
-    def on_close(self, state: EveryCallState, episode: EpisodeView) -> Outcome:
-        return every_call_outcome(state, episode, calls_of(self.tool), "had arguments valid under the schema")
-
 
 __all__ = [
     "ToolStatusAssertion",
     "ToolDurationAssertion",
     "ArgsValidAssertion",
+    "EveryCallAssertion",
     "EveryCallState",
     "schema_failure",
     "call_ref",

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ..core.model import EpisodeView, Failure, Outcome, ToolCall
+from ..core.model import Failure, ToolCall
 from .base import (
     EVIDENCE_RESULT,
     NEED_RESULT,
     NEED_STATUS,
-    Assertion,
     BuildContext,
     Field,
     register,
 )
-from .call_checks import EveryCallState, call_ref, every_call_outcome
+from .call_checks import EveryCallAssertion, EveryCallState, call_ref
 from .result_grammar import (
     FAILED,
     FORMS,
@@ -31,10 +30,10 @@ from .selectors import CallSelector, tool_fields, tool_selector
 
 
 @register
-class ToolResultAssertion(Assertion):
+class ToolResultAssertion(EveryCallAssertion):
     type_name = "trace_tool_result"
     tool_required = True
-    order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
+    what = "returned results satisfying `assert`"
     doc = (
         "Every call of `tool` must return a result that satisfies every line of `assert`, written in "
         "Reelier's result grammar (`status == ok`, `body contains \"text\"`, `json.items is array`, "
@@ -57,7 +56,7 @@ class ToolResultAssertion(Assertion):
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
         selector = tool_selector(values, ctx, required=True)
-        self.tool: str = selector.name_label if selector is not None else ""
+        self.tool = selector.name_label if selector is not None else ""
         self.lines: List[str] = list(values.get("assert") or [])
         self.checks: List[ResultCheck] = compile_result_checks(self.lines, ctx, "assert")
         self.select_calls(selector or CallSelector(""))
@@ -71,15 +70,8 @@ class ToolResultAssertion(Assertion):
             return "`assert` is empty, so every result satisfies it"
         return None
 
-    def new_state(self) -> EveryCallState:
-        return EveryCallState()
-
     def _show(self, value: Any) -> str:
         return self.show(value, EVIDENCE_RESULT)
-
-    def on_call_start(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
-        state.open += 1
-        return None
 
     def on_call_end(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
         state.open = max(0, state.open - 1)  # an end whose start was not seen must not go negative
@@ -103,9 +95,6 @@ class ToolResultAssertion(Assertion):
         else:
             state.checked += 1
         return None
-
-    def on_close(self, state: EveryCallState, episode: EpisodeView) -> Outcome:
-        return every_call_outcome(state, episode, f"calls of `{self.tool}`", "returned results satisfying `assert`")
 
 
 __all__ = ["ToolResultAssertion"]

@@ -18,7 +18,7 @@ from ..base import (
     call_ref,
     register_expected,
 )
-from ..call_checks import EveryCallState, every_call_outcome, schema_failure
+from ..call_checks import EveryCallAssertion, EveryCallState, every_call_outcome, schema_failure
 from ..schema_util import schema_is_vacuous, schema_names_arguments
 from ..selectors import warn_tool_name
 from .common import (
@@ -64,7 +64,7 @@ def _compile_tool_schemas(schemas: Mapping[str, Any], ctx: BuildContext, field: 
 
 
 
-class _ToolSchemaCheck(Assertion):
+class _ToolSchemaCheck(EveryCallAssertion):
     """Shared evaluation of ``args_valid`` and ``tool_output_valid``: each call of a tool with a
     schema must validate; calls whose content was not recorded make the verdict inconclusive. The
     close verdict follows the rule every per-call check shares (``every_call_outcome``): no call of
@@ -73,7 +73,6 @@ class _ToolSchemaCheck(Assertion):
     kind_label = "arguments"
     violates = "violate"
     was = "were"
-    order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
     evidence_kind = EVIDENCE_ARGUMENTS
 
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
@@ -83,14 +82,12 @@ class _ToolSchemaCheck(Assertion):
 
     def _finalise(self) -> None:
         self.tools = frozenset(self.schemas)
+        self.what = f"had {self.kind_label} valid against its schema"
 
     def ineffective_reason(self) -> Optional[str]:
         if self.schemas and all(schema_is_vacuous(s) for s, _ in self.schemas.values()):
             return f"every tool schema accepts any {self.kind_label}, so the check cannot fail"
         return None
-
-    def new_state(self) -> EveryCallState:
-        return EveryCallState()
 
     def _content(self, call: ToolCall) -> tuple[Any, str]:
         raise NotImplementedError
@@ -128,9 +125,8 @@ class _ToolSchemaCheck(Assertion):
             return None  # judged at start, and the end carries the same arguments
         return self._validate(state, call, self._content(call)[0])
 
-    def on_close(self, state: EveryCallState, episode: EpisodeView) -> Outcome:
-        subject = "calls of " + ", ".join(f"`{t}`" for t in sorted(self.schemas))
-        return every_call_outcome(state, episode, subject, f"had {self.kind_label} valid against its schema")
+    def calls_subject(self) -> str:
+        return "calls of " + ", ".join(f"`{t}`" for t in sorted(self.schemas))
 
 
 @register_expected
