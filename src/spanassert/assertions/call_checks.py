@@ -11,7 +11,7 @@ JSON Schema (:func:`schema_failure`).
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Protocol
 
 from ..core.durations import DURATION_PATTERN, format_seconds, parse_duration
 from ..core.model import CONTENT_OK, STATUS_ERROR, EpisodeView, Failure, Outcome, ToolCall
@@ -60,6 +60,18 @@ DURATION_SCHEMA: Dict[str, Any] = {
 }
 
 
+class _RemembersFirstFailure(Protocol):
+    first_failure: Optional[str]
+
+
+def fail_first(state: _RemembersFirstFailure, call: ToolCall, message: str) -> Failure:
+    """The failure at ``call``; ``state`` remembers where the first one was (the close verdict
+    names it)."""
+    if state.first_failure is None:
+        state.first_failure = call_ref(call)
+    return Failure.at(call, message)
+
+
 class EveryCallState:
     """Per-episode state of a rule that judges every selected call on its own: O(1)."""
 
@@ -73,9 +85,7 @@ class EveryCallState:
         self.first_undecided: Optional[str] = None  # which call, and why
 
     def fail(self, call: ToolCall, message: str) -> Failure:
-        if self.first_failure is None:
-            self.first_failure = call_ref(call)
-        return Failure.at(call, message)
+        return fail_first(self, call, message)
 
     def undecide(self, call: ToolCall, why: str) -> None:
         """``call`` cannot be judged, because ``why`` (e.g. "its arguments were not recorded")."""
@@ -325,6 +335,7 @@ __all__ = [
     "ArgsValidAssertion",
     "EveryCallAssertion",
     "EveryCallState",
+    "fail_first",
     "schema_failure",
     "call_ref",
     "call_errored",

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, NEED_RESULT, Assertion, BuildContext, Field, register
-from .call_checks import call_ref, unfinished
+from .call_checks import call_ref, fail_first, unfinished
 from .selectors import MAX_MATCH_CHARS, warn_tool_name
 from .values import PATH_SCHEMA, Walk, digest, parse_path, show_path
 
@@ -127,10 +127,8 @@ class NoFlowAssertion(Assertion):
                     continue
                 for length, whole, where in hits:
                     if i + length <= len(text) and digest(text[i:i + length]) == whole:
-                        if state.first_failure is None:
-                            state.first_failure = call_ref(call)
-                        return Failure.at(
-                            call,
+                        return fail_first(
+                            state, call,
                             f"a value read from {where} appears in the arguments of `{call.name}` at "
                             f"{show_path(path)}, {call_ref(call)}; it must not flow there",
                         )

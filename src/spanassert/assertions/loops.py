@@ -21,7 +21,7 @@ from typing import Any, Deque, Dict, List, Optional
 
 from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, Assertion, BuildContext, Field, register
-from .call_checks import call_ref, calls_of, unfinished
+from .call_checks import call_ref, calls_of, fail_first, unfinished
 from .selectors import tool_fields, tool_selector
 from .steps import UNREACHABLE_BOUND
 from .values import canonical_digest
@@ -134,10 +134,8 @@ class NoRepeatAssertion(Assertion):
                     continue
                 reps = runs[p] // p + 1
                 state.cycled = True
-                if state.first_failure is None:
-                    state.first_failure = call_ref(call)
-                return Failure.at(
-                    call,
+                return fail_first(
+                    state, call,
                     f"`{call.name}` called at {call_ref(call)} completes the pattern [{', '.join(pattern)}] "
                     f"a {_ordinal(reps)} time in a row; max {self.max} repetition(s)",
                 )
@@ -180,10 +178,8 @@ class NoRepeatAssertion(Assertion):
         if n != self.max + 1:
             return None  # under the bound, or already reported at the call that went over
         within = f" within {self.window} consecutive calls" if self.window else ""
-        if state.first_failure is None:
-            state.first_failure = call_ref(call)
-        return Failure.at(
-            call,
+        return fail_first(
+            state, call,
             f"`{call.name}` called at {call_ref(call)} with the same arguments as {n - 1} earlier call(s){within}; "
             f"max {self.max} identical call(s)",
         )

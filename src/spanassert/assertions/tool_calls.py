@@ -18,7 +18,7 @@ from .base import (
     Field,
     register,
 )
-from .call_checks import call_ref, unfinished
+from .call_checks import call_ref, fail_first, unfinished
 from .selectors import ARGS_MATCH_SCHEMA, ArgsMatch, CallSelector, tool_fields, tool_selector
 
 _ARGS_MATCH_RULE = (
@@ -178,9 +178,7 @@ class MustNotCallToolAssertion(Assertion):
             # A detector condition matched a secret or personal data: never shown, whatever `evidence:` says.
             if not self.selector.args_match.uses_detectors:
                 message += self.evidence_note(call.arguments, EVIDENCE_ARGUMENTS)
-        if state.first_failure is None:
-            state.first_failure = call_ref(call)
-        return Failure.at(call, message)
+        return fail_first(state, call, message)
 
     def on_call_start(self, state: MustNotCallState, call: ToolCall) -> Optional[Failure]:
         if not self.selector.name_matches(call):
