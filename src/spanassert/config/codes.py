@@ -33,6 +33,6 @@ E_INTERNAL = "E_INTERNAL"
 E_UNIT_FORM_FAILED = "E_UNIT_FORM_FAILED"  # raised by config.model.require_runnable, not by the loader
 W_CFG_VACUOUS_EXPECTED = "W_CFG_VACUOUS_EXPECTED"
 W_CFG_EVIDENCE_KEY_UNSET = "W_CFG_EVIDENCE_KEY_UNSET"
-W_CFG_REGEX_BACKTRACKING = "W_CFG_REGEX_BACKTRACKING"  # raised in assertions.base.BuildContext.compile_regex (assertions.regex_risk)
+W_CFG_REGEX_BACKTRACKING = "W_CFG_REGEX_BACKTRACKING"  # raised by BuildContext.compile_regex (assertions.regex_risk)
 W_CFG_TOOL_NAME = "W_CFG_TOOL_NAME"  # raised in assertions.selectors.warn_tool_name
 W_CFG_BLOCK_NEVER = "W_CFG_BLOCK_NEVER"  # `action: block` on a test none of whose checks can fail at a call's start
