@@ -117,9 +117,8 @@ def records_from_proto(msg: Any, source: str, *, errors: Optional[List[SpanDecod
                         append(rec)
                         continue
                     except RecursionError:
-                        bad = SpanDecodeError(
-                            "an attribute value is nested too deeply", f"resourceSpans[{ri}].scopeSpans[{qi}].spans[{si}]"
-                        )
+                        bad = SpanDecodeError("an attribute value is nested too deeply",
+                                              f"resourceSpans[{ri}].scopeSpans[{qi}].spans[{si}]")
                 if errors is None:
                     raise bad
                 errors.append(bad)

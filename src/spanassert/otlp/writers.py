@@ -37,7 +37,7 @@ def _hex_ids(obj: Any) -> None:
 def encode_request_json(req: Any) -> Dict[str, Any]:
     """An ``ExportTraceServiceRequest`` (or ``TracesData``) as an OTLP JSON object: camelCase keys,
     hex ids, integer enums, int64 as decimal strings, defaults omitted."""
-    obj = MessageToDict(req, use_integers_for_enums=True, preserving_proto_field_name=False)
+    obj: Dict[str, Any] = MessageToDict(req, use_integers_for_enums=True, preserving_proto_field_name=False)
     _hex_ids(obj)
     obj.setdefault("resourceSpans", [])
     return obj
