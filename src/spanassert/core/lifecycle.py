@@ -152,11 +152,7 @@ class EpisodeLifecycle(Verdicts):
 
     def _open(self, key: str, trace_id: str, now_ns: int, attributes: Mapping[str, Any],
               resource: Optional[Mapping[str, Any]], role: int, span_id: str, name: str) -> Episode:
-        while len(self.open) >= self.max_open:
-            oldest = next(iter(self.open.values()))
-            self.sink.overflow(OVERFLOW_EPISODE_EVICTED)
-            self._close(oldest, CloseReason.EVICTED)
-            oldest.marks = None
+        self._make_room()
         agent = self.mapper.agent_name(name, attributes) if role == ROLE_AGENT else None
         service = None
         if resource is not None:
@@ -183,11 +179,7 @@ class EpisodeLifecycle(Verdicts):
         """A closed trace episode goes on (another local root of its trace started). Its rule
         states are still there; verdicts decided only at close are decided again at the next close,
         whose result goes out as an amendment."""
-        while len(self.open) >= self.max_open:
-            oldest = next(iter(self.open.values()))
-            self.sink.overflow(OVERFLOW_EPISODE_EVICTED)
-            self._close(oldest, CloseReason.EVICTED)
-            oldest.marks = None
+        self._make_room()
         self.recent.pop(ep.trace_id, None)
         ep.closed = False
         ep.reopened = True
@@ -200,6 +192,14 @@ class EpisodeLifecycle(Verdicts):
         if self._notes:
             self._apply_notes(ep, ep.trace_id)
         return ep
+
+    def _make_room(self) -> None:
+        """Bounded memory: evict (close) the least recently active episodes until one more fits."""
+        while len(self.open) >= self.max_open:
+            oldest = next(iter(self.open.values()))
+            self.sink.overflow(OVERFLOW_EPISODE_EVICTED)
+            self._close(oldest, CloseReason.EVICTED)
+            oldest.marks = None
 
     @staticmethod
     def _seen(ep: Episode, span_id: str) -> None:
