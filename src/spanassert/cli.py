@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, TextIO, Tuple
 
-from .term import add_verbose_option
+from .term import add_verbose_option, safe_stream
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -24,15 +24,7 @@ VALIDATE_SCHEMA_ID = "spanassert.validate.v1"
 
 
 def _out() -> TextIO:
-    # Never die on a console that cannot show ✓/✗.
-    stream = sys.stdout
-    reconfigure = getattr(stream, "reconfigure", None)
-    if reconfigure is not None:
-        try:
-            reconfigure(errors="replace")
-        except (ValueError, OSError):
-            pass
-    return stream
+    return safe_stream(sys.stdout)
 
 
 # -- validate -----------------------------------------------------------------------------------
@@ -161,7 +153,7 @@ def add_schema_command(sub: Any) -> None:
     p.set_defaults(func=run_schema)
 
 
-def run_schema(args: argparse.Namespace) -> int:
+def run_schema(args: argparse.Namespace) -> int:  # noqa: ARG001 -- every subcommand's handler takes its args
     from .config.schema import build_schema
 
     _out().write(json.dumps(build_schema(), indent=2, ensure_ascii=False) + "\n")

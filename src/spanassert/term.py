@@ -6,6 +6,7 @@ words: the text is the same with and without it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 from typing import TextIO
@@ -42,6 +43,16 @@ def paint(text: str) -> str:
         lambda m: f"{m.group(1)}{STYLES[_MARK_STYLE[m.group(2)]]}{m.group(2)}{RESET}{m.group(3)}", text)
     text = _COUNTS.sub(lambda m: m.group(0) if m.group(1) == "0" else f"{STYLES[m.group(2)]}{m.group(0)}{RESET}", text)
     return _DIAG.sub(lambda m: f"{STYLES[m.group(1)]}{m.group(1)}{RESET}", text)
+
+
+def safe_stream(stream: TextIO) -> TextIO:
+    """``stream``, set to replace what its encoding cannot show: a console that cannot show ✓/✗
+    must not stop the output."""
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is not None:
+        with contextlib.suppress(ValueError, OSError):
+            reconfigure(errors="replace")
+    return stream
 
 
 def write(stream: TextIO, text: str) -> None:

@@ -11,11 +11,14 @@ Nothing here ends in a traceback: every error is one line saying what, where and
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
-from typing import Any, List, Optional, TextIO
+from typing import Any, List, Optional
+
+from ..term import safe_stream
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -140,19 +143,8 @@ def _positive_int(text: str) -> int:
     return n
 
 
-def _stream(stream: TextIO) -> TextIO:
-    # Never die on a console that cannot show ✓/✗.
-    reconfigure = getattr(stream, "reconfigure", None)
-    if reconfigure is not None:
-        try:
-            reconfigure(errors="replace")
-        except (ValueError, OSError):
-            pass
-    return stream
-
-
 def _error(message: str) -> int:
-    _stream(sys.stderr).write(f"{PROG}: error: {message}\n")
+    safe_stream(sys.stderr).write(f"{PROG}: error: {message}\n")
     return EXIT_ERROR
 
 
@@ -190,7 +182,7 @@ def _load(path: str, option: str, allow_ineffective: bool, untrusted: bool = Fal
     try:
         return load_config(path, allow_ineffective_assertions=allow_ineffective, untrusted=untrusted)
     except ConfigError as exc:
-        err = _stream(sys.stderr)
+        err = safe_stream(sys.stderr)
         for d in exc.diagnostics:
             err.write(d.format() + "\n")
         errors = sum(1 for d in exc.diagnostics if d.severity == "error") or 1
@@ -206,7 +198,7 @@ def _refuse_failed_unit_forms(config: Any, path: str, option: str) -> Optional[i
     try:
         require_runnable(config)
     except UnitFormFailure as exc:
-        err = _stream(sys.stderr)
+        err = safe_stream(sys.stderr)
         for line in exc.lines:
             err.write(line + "\n")
         _error(f"{option} {path}: {len(exc.lines)} unit-test form(s) of the rules file failed (listed above), "
@@ -251,10 +243,8 @@ def run_replay(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # stdout closed early (e.g. piped into head): nothing left to say.
-        try:
-            sys.stdout = open(os.devnull, "w")
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 -- it is stdout until the process exits
         return EXIT_ERROR
     except Exception as exc:  # a bug must still end in one line, not a traceback
         if os.environ.get("SPANASSERT_DEBUG"):
@@ -310,7 +300,7 @@ def _run(args: argparse.Namespace) -> int:
         why = refusal(configs, args.paths, jobs)
         if why is not None:
             return _error(why)
-    err = _stream(sys.stderr)
+    err = safe_stream(sys.stderr)
     progress = _Progress(enabled=err.isatty() and not args.quiet and jobs == 1)
     started = time.monotonic()
     try:
@@ -352,7 +342,7 @@ def _run(args: argparse.Namespace) -> int:
         if failed is not None:
             return failed
 
-    out = _stream(sys.stdout)
+    out = safe_stream(sys.stdout)
     if args.format == "json":
         doc = report_document(report, exit_code=exit_code, fail_on_inconclusive=args.fail_on_inconclusive,
                               skip_invalid=args.skip_invalid, allow_empty=args.allow_empty, baseline=diff)
