@@ -1,6 +1,6 @@
-"""Google ADK with spanassert's ``before_tool_callback``: ADK's real ``Agent``, ``InMemoryRunner`` and
-``Gemini`` model class, whose google-genai client talks to a scripted Gemini API on 127.0.0.1
-(model_stub.GeminiStub: each request recorded); no network."""
+"""Google ADK with spanassert's callbacks (``before_tool_callback``, ``after_model_callback``): ADK's
+real ``Agent``, ``InMemoryRunner`` and ``Gemini`` model class, whose google-genai client talks to a
+scripted Gemini API on 127.0.0.1 (model_stub.GeminiStub: each request recorded); no network."""
 from __future__ import annotations
 
 import asyncio
@@ -22,7 +22,7 @@ from google.adk.models import Gemini
 from google.adk.runners import InMemoryRunner
 from google.genai import types
 
-from spanassert.live.guard_adapters.google_adk import before_tool_callback
+from spanassert.live.guard_adapters.google_adk import guard_callbacks
 
 
 def function_responses(request: Dict[str, Any]) -> List[str]:
@@ -41,7 +41,7 @@ def main() -> None:
         model=Gemini(model="gemini-scripted", base_url=stub.url),
         instruction="Handle refunds.",
         tools=[lookup_order, delete_database, refund],
-        before_tool_callback=before_tool_callback(guard),
+        **guard_callbacks(guard),
     )
     # [/doc]
     runner = InMemoryRunner(agent=agent, app_name="guard-test")
