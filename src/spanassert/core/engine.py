@@ -215,12 +215,23 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
                                            start_ns, end_ns, status_code, events)
             return None
         t0 = _clock()
-        if end_ns > ep.last_ns:
-            ep.last_ns = end_ns
-        self.open.move_to_end(ep.key)
         agent = ep.spans.pop(span_id, None)
         # A call started as a tool is still one: no need to read its markers again.
         call = ep.open_calls.pop(span_id, None)
+        if call is None and role is None and not is_local_root and \
+                (ep.absorbed is None or span_id not in ep.absorbed):
+            role = self.mapper.role(name, attributes)
+        if role == ROLE_OTHER and call is None and not is_local_root and \
+                (ep.absorbed is None or span_id not in ep.absorbed):
+            # A plain (non-GenAI) child span: its parent link is gone, and that is all. It is no
+            # activity of the episode: span time and idleness count agent, model and tool spans
+            # (the rules reference), so a live caller need not hand such an end to the engine.
+            marks = ep.marks.pop(span_id, None) if ep.marks else None
+            ep.eval_s += _clock() - t0
+            return SpanOutcome(marks, None) if marks else None
+        if end_ns > ep.last_ns:
+            ep.last_ns = end_ns
+        self.open.move_to_end(ep.key)
         if call is not None:
             role = ROLE_TOOL
         elif ep.absorbed is not None and span_id in ep.absorbed:

@@ -173,6 +173,9 @@ class AssertionSpanProcessor(SpanProcessor):
         self._marked_role = self.engine.mapper.marked_role
         self._roots = LiveRoots()  # used only without a wrapped exporter
         self._positioned: Dict[int, int] = {}  # span id -> _AT_START_* (background mode)
+        # Plain child spans of followed traces the engine has not seen: span id -> parent span id
+        # (with an export). Handed to the engine only when a GenAI span starts below one.
+        self._links: Dict[int, int] = {}
         self._ends = 0
 
     def _new_runtime(self) -> None:
@@ -200,12 +203,24 @@ class AssertionSpanProcessor(SpanProcessor):
             name = sdk.name(span)
             role = ROLE_OTHER if self._surely_other(name, attrs) else self._marked_role(name, attrs)
             tid = ctx.trace_id
-            if role == ROLE_OTHER and tid not in self._tracked:
-                if not self._export:
+            if role == ROLE_OTHER:
+                if tid not in self._tracked:
+                    if not self._export:
+                        parent = sdk.parent(span)
+                        if parent is None or parent.is_remote:
+                            self._roots.add(ctx.span_id, span)
+                    return
+                if self._export:
                     parent = sdk.parent(span)
-                    if parent is None or parent.is_remote:
-                        self._roots.add(ctx.span_id, span)
-                return
+                    if parent is not None and not parent.is_remote:
+                        # A plain child span of a followed trace (an HTTP call to the model's API, a
+                        # database call): its parent link, for a GenAI span that may start below it,
+                        # is all the engine would keep of it, and only that span needs it.
+                        links = self._links
+                        if len(links) >= _MAX_POSITIONED:
+                            links.clear()  # spans that never ended; children below them lose their agent
+                        links[ctx.span_id] = parent.span_id
+                        return
             items = self._start_in_engine(span, ctx, attrs, name, role)
         except Exception as exc:  # noqa: BLE001 - never raise into the application
             self._sink.internal_error("on_start", exc)
@@ -220,6 +235,8 @@ class AssertionSpanProcessor(SpanProcessor):
             self._sink.deferred = []
             if self._queue.barriers and self._queue.has_barrier(tid):
                 self._run_queue(tid)
+            if parent is not None and self._links and parent.span_id in self._links:
+                self._link(tid, parent.span_id)
             # Only without a wrapped exporter are start-time violations written on the span here
             # (with one, they travel on the exported copy); no list is allocated otherwise.
             current: Optional[List[Violation]] = None if self._export else []
@@ -248,6 +265,24 @@ class AssertionSpanProcessor(SpanProcessor):
                 self._roots.write_at_start(span, current)
             return self._sink.take_deferred()
 
+    def _link(self, tid: int, span_id: int) -> None:
+        """Under the engine lock: give the engine the plain spans from ``span_id`` up to the
+        nearest span it knows (their starts, as plain spans: the parent links only)."""
+        links = self._links
+        chain: List[Tuple[int, int]] = []
+        sid = span_id
+        while sid in links and len(chain) < 10_000:
+            parent_id = links.pop(sid)
+            chain.append((sid, parent_id))
+            sid = parent_id
+        trace_hex = self._trace_hex(tid)
+        marks = self._positioned
+        for sid, parent_id in reversed(chain):
+            self.engine.start_span(trace_hex, format(sid, "016x"), format(parent_id, "016x"), "", sdk.EMPTY, 0,
+                                   None, ROLE_OTHER, False)
+            if self._background:
+                marks[sid] = _AT_START_OTHER
+
     def on_end(self, span: ReadableSpan) -> None:
         out: Optional[SpanOutcome] = None
         items: Optional[List[Any]] = None
@@ -256,6 +291,22 @@ class AssertionSpanProcessor(SpanProcessor):
             attrs = sdk.attributes(span)
             tid = sdk.context(span).trace_id
             name = sdk.name(span)
+            if self._links:
+                sid = sdk.context(span).span_id
+                if sid in self._links:
+                    if self._surely_other(name, attrs) or self._marked_role(name, attrs) == ROLE_OTHER:
+                        # A plain child span that no GenAI span started below: the engine never
+                        # needed it (its end is no activity of the episode), so it is only exported,
+                        # now unless an end of its trace waits to be (the export keeps end order).
+                        self._links.pop(sid, None)
+                        if not (self._background and self._queue.traces.get(tid)):
+                            self._forward(span, None)
+                            return
+                    else:
+                        # Recognised only now (its markers were set after start): the engine first
+                        # gets its start and its ancestry, then its end as for any other span.
+                        with self._lock:
+                            self._link(tid, sid)
             if (tid in self._tracked or not self._export
                     or (not self._surely_other(name, attrs) and self._marked_role(name, attrs) != ROLE_OTHER)):
                 inline = self._background and self._other_child_inline(span, tid, name, attrs)
@@ -458,7 +509,7 @@ class AssertionSpanProcessor(SpanProcessor):
             try:
                 self._forward(item[0], self._run_item(item[0]))
             finally:
-                queue.done()
+                queue.done(item)
 
     def _help_once(self) -> List[Any]:
         """Run one queued span end on this thread if the engine is free (a full queue whose worker
@@ -472,7 +523,7 @@ class AssertionSpanProcessor(SpanProcessor):
                 try:
                     self._forward(item[0], self._run_item(item[0]))
                 finally:
-                    self._queue.done()
+                    self._queue.done(item)
         finally:
             items = self._sink.take_deferred()
             self._lock.release()
@@ -497,7 +548,7 @@ class AssertionSpanProcessor(SpanProcessor):
         except BaseException as exc:  # noqa: BLE001
             self._sink.internal_error("worker", exc)
         finally:
-            self._queue.done()
+            self._queue.done(item)
         return True
 
     def _drain(self, timeout_s: float) -> bool:
@@ -597,7 +648,7 @@ class AssertionSpanProcessor(SpanProcessor):
             if item is None:
                 break
             self._forward(item[0], None)
-            self._queue.done()
+            self._queue.done(item)
         for p in self._export:
             def stop(p: SpanProcessor = p) -> None:
                 try:

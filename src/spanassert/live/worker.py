@@ -40,8 +40,8 @@ class EndQueue:
         self.waiting = 0  # threads waiting on `cond` for room or for the queue to empty
         self.idle = False  # the worker sleeps on `cond`
         self.barriers: Dict[Any, int] = {}
-        # trace id -> span ends of it queued (read without `cond` by the processor: a dict read is
-        # atomic, and an end queued after the read is a later one)
+        # trace id -> span ends of it queued or being judged, not yet handed on (read without `cond`
+        # by the processor: a dict read is atomic, and an end queued after the read is a later one)
         self.traces: Dict[Any, int] = {}
 
     def __len__(self) -> int:
@@ -92,12 +92,6 @@ class EndQueue:
             return None
         item = q.popleft()
         self.bytes -= item[1]
-        tid = item[3]
-        n = self.traces.get(tid, 0) - 1
-        if n > 0:
-            self.traces[tid] = n
-        else:
-            self.traces.pop(tid, None)
         key = item[2]
         if key is not NO_BARRIER:
             n = self.barriers.get(key, 0) - 1
@@ -114,9 +108,16 @@ class EndQueue:
         with self.cond:
             return self.take()
 
-    def done(self) -> None:
+    def done(self, item: Item) -> None:
+        """``item`` (taken) was evaluated and handed on."""
         with self.cond:
             self.inflight -= 1
+            tid = item[3]
+            n = self.traces.get(tid, 0) - 1
+            if n > 0:
+                self.traces[tid] = n
+            else:
+                self.traces.pop(tid, None)
             if self.waiting and not self.items and not self.inflight:
                 self.cond.notify_all()
 
