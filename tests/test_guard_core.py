@@ -200,13 +200,19 @@ def test_the_third_call_over_a_count_cap_is_blocked(tmp_path: Path) -> None:
 
     outcomes = []
     with rig.tracer.start_as_current_span("invoke_agent helper", attributes=AGENT):
-        for q in ("a", "b", "c"):
+        for q in ("a", "b", "c", "d", "e"):
             try:
                 outcomes.append(search(q))
             except ToolBlocked as exc:
                 outcomes.append(exc.decision.rules[0].test_id)
-    assert outcomes == ["found", "found", "three-searches-at-most"]
+                assert f"is call {3 + len(outcomes) - 3} of calls of `search`; max 2" in exc.decision.message
+    # Every call over the cap is refused, not only the first (the rule fails once, and is counted once).
+    assert outcomes == ["found", "found"] + ["three-searches-at-most"] * 3
     assert calls == ["a", "b"]
+    assert sum(rig.counts("spanassert.violations").values()) == 1
+    assert rig.decisions() == {"allowed": 2, "blocked": 3}
+    spans = rig.spans("execute_tool search")
+    assert [_labels(s) for s in spans] == [[], []] + [[("three-searches-at-most", "blocked")]] * 3
     # Another episode (another trace) starts counting afresh.
     with rig.tracer.start_as_current_span("invoke_agent helper", attributes=AGENT):
         assert search("d") == "found"
@@ -237,8 +243,13 @@ def test_an_order_rule_blocks_the_call_it_forbids_after_its_trigger(tmp_path: Pa
         d = rig.guard.check("send_email", {"to": "a@b"})
         assert d.blocked and [r.test_id for r in d.rules] == ["no-email-after-delete"]
         rig.guard.refusal_span("send_email", {"to": "a@b"}, d)
+        again = rig.guard.check("send_email", {"to": "c@d"})  # every later one, not only the first
+        assert again.blocked and "forbidden after 'close_account'" in again.message
+        rig.guard.refusal_span("send_email", {"to": "c@d"}, again)
+        assert rig.guard.check("search", {"q": "x"}).allowed  # the rule forbids only send_email
+        rig.tool_span("search", {"q": "x"})
     [ep] = rig.episodes
-    assert ep.call_count == 3
+    assert ep.call_count == 5
 
 
 def test_alert_tests_never_block(tmp_path: Path) -> None:
@@ -523,3 +534,57 @@ def test_a_block_test_that_cannot_block_is_warned_about_at_load() -> None:
     [d] = [d for d in config.diagnostics if d.code == "W_CFG_BLOCK_NEVER"]
     assert (d.severity, d.path, d.line) == ("warning", "tests[0].action", 4)
     assert "`answer-ok` has `action: block`, but none of its checks (must_contain)" in d.message
+
+
+def test_concurrent_agents_get_the_decisions_of_their_own_episodes(tmp_path: Path) -> None:
+    import threading
+
+    rig = Rig(tmp_path, background=True)
+    got: Dict[int, List[bool]] = {}
+
+    def agent(n: int) -> None:
+        with rig.tracer.start_as_current_span("invoke_agent helper", attributes=AGENT):
+            mine = []
+            for i in range(5):
+                d = rig.guard.check("search", {"q": f"{n}-{i}"}, call_id=f"{n}-{i}")
+                mine.append(d.allowed)
+                if d.allowed:
+                    rig.tool_span("search", {"q": f"{n}-{i}"}, call_id=f"{n}-{i}")
+                else:
+                    rig.guard.refusal_span("search", {"q": f"{n}-{i}"}, d)
+            got[n] = mine
+
+    threads = [threading.Thread(target=agent, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    rig.processor.force_flush()
+    assert got == {n: [True, True, False, False, False] for n in range(6)}
+    assert sorted(ep.call_count for ep in rig.episodes) == [5] * 6  # each call recorded once
+    assert rig.decisions() == {"allowed": 12, "blocked": 18}
+    assert rig.counts("spanassert.internal_errors") == {}
+
+
+def test_a_spent_token_budget_blocks_the_calls_after_it(tmp_path: Path) -> None:
+    rules = """\
+version: 1
+tests:
+  - id: token-budget
+    action: block
+    assertions:
+      - type: trace_max_tokens
+        max: 100
+"""
+    rig = Rig(tmp_path, rules)
+    with rig.tracer.start_as_current_span("invoke_agent helper", attributes=AGENT):
+        assert rig.guard.check("search", {"q": "a"}).allowed
+        rig.tool_span("search", {"q": "a"})
+        with rig.tracer.start_as_current_span("chat m", attributes={
+                "gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 120, "gen_ai.usage.output_tokens": 30}):
+            pass
+        d = rig.guard.check("search", {"q": "b"})
+        assert d.blocked and "already used 150 total tokens; max 100" in d.message
+        rig.guard.refusal_span("search", {"q": "b"}, d)
+    assert sum(rig.counts("spanassert.violations").values()) == 1  # the budget failed once
+    assert [_labels(s) for s in rig.spans("execute_tool search")] == [[], [("token-budget", "blocked")]]

@@ -321,6 +321,13 @@ class Assertion:
     def on_call_end(self, state: Any, call: ToolCall) -> Optional[Failure]:
         return None
 
+    def blocks_again(self, state: Any, call: ToolCall) -> Optional[str]:
+        """For a guard, after this rule failed earlier in the episode: why ``call``, which has just
+        started, breaks it again (a count already over its cap, a budget spent, a call forbidden
+        after its trigger), or None. Rules that fail at every offending call report it themselves
+        and keep the default. Called after ``on_call_start``; must not change what the rule decides."""
+        return None
+
     def on_step(self, state: Any, episode: EpisodeView) -> Optional[Failure]:
         return None
 

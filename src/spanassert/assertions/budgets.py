@@ -17,7 +17,7 @@ import math
 from typing import Any, Dict, Optional, Tuple
 
 from ..core.durations import format_seconds, parse_duration
-from ..core.model import EpisodeView, Failure, ModelStep, Outcome
+from ..core.model import EpisodeView, Failure, ModelStep, Outcome, ToolCall
 from .base import NEED_STEPS, Assertion, BuildContext, Field, register
 from .call_checks import DURATION_SCHEMA, unfinished
 from .steps import UNREACHABLE_BOUND
@@ -86,6 +86,11 @@ class _StepBudget(Assertion):
         state.over = True
         return Failure(f"{_step_ref(step)} brings the {self.unit} to {self.fmt(state.used)}; max {self.fmt(self.max)}",
                        span_id=step.span_id)
+
+    def blocks_again(self, state: BudgetState, call: ToolCall) -> Optional[str]:
+        if not state.over:
+            return None
+        return f"the episode already used {self.fmt(state.used)} {self.unit}; max {self.fmt(self.max)}"
 
     def on_close(self, state: BudgetState, episode: EpisodeView) -> Outcome:
         seen = f"{self.fmt(state.used)} {self.unit} in {state.steps} model step(s); max {self.fmt(self.max)}"
@@ -232,6 +237,9 @@ class MaxDurationAssertion(Assertion):
         took = (ns - episode.start_ns) / 1e9
         return Failure(f"the episode's span time reaches {format_seconds(took)} at this span; "
                        f"max {format_seconds(self.max_s)}")
+
+    def blocks_again(self, state: DurationState, call: ToolCall) -> Optional[str]:
+        return f"the episode already ran past its time limit of {format_seconds(self.max_s)}" if state.over else None
 
     def on_close(self, state: DurationState, episode: EpisodeView) -> Outcome:
         took = 0.0

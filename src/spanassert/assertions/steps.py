@@ -63,6 +63,9 @@ class MaxStepsAssertion(Assertion):
         # The engine knows which span made this step and attaches it.
         return Failure(f"step #{state.count} goes over the limit; max {self.max} steps")
 
+    def blocks_again(self, state: CountState, call: ToolCall) -> Optional[str]:
+        return f"{call_ref(call)} is step #{state.count}, over the limit; max {self.max} steps" if state.over else None
+
     def on_close(self, state: CountState, episode: EpisodeView) -> Outcome:
         steps = max(state.count, episode.step_count)
         seen = f"{steps} step(s); max {self.max}"
@@ -114,6 +117,12 @@ class MaxToolCallsAssertion(Assertion):
             call, f"`{call.name}` called at {call_ref(call)} is call {state.count} of {calls_of(self.tool)}; max "
                   f"{self.max}"
         )
+
+    def blocks_again(self, state: CountState, call: ToolCall) -> Optional[str]:
+        if not state.over or (self.selector is not None and not self.selector.name_matches(call)):
+            return None
+        return (f"`{call.name}` called at {call_ref(call)} is call {state.count} of {calls_of(self.tool)}; "
+                f"max {self.max}")
 
     def on_close(self, state: CountState, episode: EpisodeView) -> Outcome:
         seen = f"{state.count} {calls_of(self.tool)}; max {self.max}"

@@ -35,7 +35,7 @@ from .model import (
 )
 from .plan import Plans, Slot, ToolPlan
 from .results import Violation
-from .verdicts import Verdicts
+from .verdicts import Verdicts, violation_of
 
 
 def _same_content(a: Any, b: Any) -> bool:
@@ -130,6 +130,36 @@ class CallsAndSteps(Verdicts):
         if v is not None:
             v.at_start = True
         return v
+
+    def _blocks_again(self, ep: Episode, call: ToolCall) -> List[Violation]:
+        """For a guard deciding ``call`` (just started): the tests with ``action: block`` that failed
+        earlier in the episode and that this call breaks again (``Assertion.blocks_again``: a count
+        over its cap, a spent budget, a call forbidden after its trigger). Their violations go on the
+        call's span (a guard labels them `blocked`) but not to the sink: the rule failed once, and is
+        counted once."""
+        failed = ep.failed
+        if not failed:
+            return []
+        out: List[Violation] = []
+        plan = ep.plan
+        reported = ep.reported or set()
+        marked = ep.marks.get(call.span_id) if ep.marks else None
+        for i in list(failed):
+            slot = plan.slots[i]
+            if slot.test.action != "block" or (i, call.span_id) in reported:
+                continue  # not a block test, or it failed at this very call
+            if marked and any(v.test_id == slot.test.id and v.assertion_index == slot.assertion.index
+                              for v in marked):
+                continue  # asked again about the same call
+            why = slot.assertion.blocks_again(ep.state(slot), call)
+            if why is not None:
+                v = violation_of(ep, slot, why, call.span_id, call.name, call.index)
+                v.at_start = True
+                if ep.marks is None:
+                    ep.marks = {}
+                ep.marks.setdefault(call.span_id, []).append(v)
+                out.append(v)
+        return out
 
     def _adopt_pending(self, ep: Episode, tool: str, call_id: Optional[str], span_id: str,
                        parent_id: Optional[str], attributes: Mapping[str, Any]) -> bool:

@@ -338,6 +338,7 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
             call = self._start_call(ep, tool, trace_id, key, parent_id, start_ns, agent, call_id, args_raw=args_raw)
         finally:
             self._capture = None
+        found.extend(self._blocks_again(ep, call))
         if len(pending) >= self.max_in_flight:
             pending.pop(next(iter(pending)))  # bounded like open_calls (whose bound dropped it there too)
         pending[key] = (call, args_raw)
@@ -352,7 +353,8 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
         call = ep.open_calls.get(span_id) if ep is not None else None
         if ep is None or call is None or call.name != tool:
             return None
-        return list(ep.marks.get(span_id, ())) if ep.marks else []
+        found = list(ep.marks.get(span_id, ())) if ep.marks else []
+        return found + self._blocks_again(ep, call)
 
 
 __all__ = [

@@ -16,6 +16,29 @@ from .plan import Slot
 from .results import AssertionResult, EpisodeResult, Violation
 
 
+def violation_of(ep: Episode, slot: Slot, message: str, span_id: Optional[str], tool: Optional[str],
+                 call_index: Optional[int], late: bool = False, at_close: bool = False) -> Violation:
+    """The violation of ``slot``'s rule in ``ep`` at ``span_id``."""
+    a = slot.assertion
+    return Violation(
+        test_id=slot.test.id,
+        assertion_type=a.type_name,
+        assertion_index=a.index,
+        assertion_name=a.name,
+        severity=slot.severity,
+        shadow=slot.shadow,
+        message=message,
+        span_id=span_id,
+        trace_id=ep.trace_id,
+        episode_key=ep.key,
+        tool=tool,
+        call_index=call_index,
+        late=late,
+        at_close=at_close,
+        agent=ep.view.agent,
+    )
+
+
 class Verdicts:
     """Failures, closes and amendments (see the module docstring)."""
 
@@ -54,24 +77,8 @@ class Verdicts:
         if ep.failed is None:
             ep.failed = {}
         ep.failed.setdefault(slot.index, failure)
-        a = slot.assertion
-        v = Violation(
-            test_id=slot.test.id,
-            assertion_type=a.type_name,
-            assertion_index=a.index,
-            assertion_name=a.name,
-            severity=slot.severity,
-            shadow=slot.shadow,
-            message=failure.message,
-            span_id=sid,
-            trace_id=ep.trace_id,
-            episode_key=ep.key,
-            tool=failure.tool,
-            call_index=failure.call_index,
-            late=late,
-            at_close=at_close,
-            agent=ep.view.agent,
-        )
+        v = violation_of(ep, slot, failure.message, sid, failure.tool, failure.call_index, late=late,
+                         at_close=at_close)
         if sid is not None:
             if ep.marks is None:
                 ep.marks = {}

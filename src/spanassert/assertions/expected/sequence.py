@@ -195,6 +195,19 @@ class SequenceValidExpected(Assertion):
     def on_call_end(self, state: _SequenceValidState, call: ToolCall) -> Optional[Failure]:
         return self._drain(state) if self.rules else None
 
+    # Rules whose violation a later call repeats on its own: a call forbidden after its trigger, one
+    # more call over `max_calls`, another blocklisted name.
+    _REPEATABLE = frozenset(("never_after", "max_calls", "blocklist"))
+
+    def blocks_again(self, state: _SequenceValidState, call: ToolCall) -> Optional[str]:
+        for rs in state.rules:
+            done = rs.decided
+            if done is not None and done.outcome == VIOLATED and rs.rule.kind in self._REPEATABLE:
+                ev = rs._feed(call)  # a decided rule's verdict stays; its counters only inform this answer
+                if ev is not None and ev.outcome == VIOLATED:
+                    return f"sequence_valid rule failed: {ev.reason}"
+        return None
+
     def evaluations(self, state: _SequenceValidState, complete: bool) -> List[RuleEvaluation]:
         self._drain(state, force=True)
         return [rs.finish(complete) for rs in state.rules]
