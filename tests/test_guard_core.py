@@ -588,3 +588,52 @@ tests:
         rig.guard.refusal_span("search", {"q": "b"}, d)
     assert sum(rig.counts("spanassert.violations").values()) == 1  # the budget failed once
     assert [_labels(s) for s in rig.spans("execute_tool search")] == [[], [("token-budget", "blocked")]]
+
+
+def test_a_decision_outside_any_trace_is_recorded_once_by_the_span_that_follows(tmp_path: Path) -> None:
+    """No current span: the decision is the first call of an empty episode and records nothing; the
+    refusal span (a trace of its own) records the call once, and replays to the same verdict."""
+    rig = Rig(tmp_path, jsonl=True)
+    d = rig.guard.check("delete_database", {"name": "prod"}, call_id="c1")
+    assert d.blocked and [r.test_id for r in d.rules] == ["no-delete"]
+    rig.guard.refusal_span("delete_database", {"name": "prod"}, d)
+    assert rig.guard.check("search", {"q": "a"}).allowed  # nothing was counted for it either
+    rig.processor.shutdown()
+    assert len(rig.episodes) == 1 and rig.episodes[0].call_count == 1
+    assert sum(rig.counts("spanassert.violations").values()) == 1
+    [span] = rig.spans("execute_tool delete_database")
+    event = [e for e in span.events if e.name == "gen_ai.evaluation.result"]
+    assert [e.attributes["gen_ai.evaluation.score.label"] for e in event] == ["blocked"]
+    sid = format(span.context.span_id, "016x")
+    assert event[0].attributes["spanassert.span_id"] == sid
+    assert "pending" not in event[0].attributes["gen_ai.evaluation.explanation"]
+    replayed = replay(rig.config, [str(rig.jsonl)])
+    assert [ep.verdict_signature() for ep in replayed.episodes] == [ep.verdict_signature() for ep in rig.episodes]
+
+
+def test_arguments_given_inside_a_tool_span_that_recorded_none_are_judged_now(tmp_path: Path) -> None:
+    """A framework that opens its tool span with no arguments and writes them at its end (Google ADK)
+    asks inside that span: the argument rules judge the guard's arguments now, the end does not
+    report the same rule again, and replay agrees."""
+    rig = Rig(tmp_path, jsonl=True)
+    ran: List[int] = []
+    with rig.tracer.start_as_current_span("invoke_agent helper", attributes=AGENT):
+        for i, amount in enumerate((500, 20)):
+            with rig.tracer.start_as_current_span("execute_tool refund",
+                                                  attributes={"gen_ai.operation.name": "execute_tool"}) as span:
+                d = rig.guard.check("refund", {"amount": amount}, call_id=f"c{i}")
+                if d.allowed:
+                    ran.append(amount)
+                span.set_attribute("gen_ai.tool.name", "refund")
+                span.set_attribute("gen_ai.tool.call.id", f"c{i}")
+                span.set_attribute("gen_ai.tool.call.arguments", json.dumps({"amount": amount}))
+    assert ran == [20]
+    assert d.allowed
+    rig.processor.shutdown()
+    assert sum(rig.counts("spanassert.violations").values()) == 1
+    spans = rig.spans("execute_tool refund")
+    assert [_labels(s) for s in spans] == [[("small-refunds", "blocked")], []]
+    [ep] = rig.episodes
+    assert ep.call_count == 2
+    replayed = replay(rig.config, [str(rig.jsonl)])
+    assert [e.verdict_signature() for e in replayed.episodes] == [ep.verdict_signature()]

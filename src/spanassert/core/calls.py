@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
+from ..assertions.base import NEED_ARGUMENTS
 from ..mapping import ROLE_TOOL, Mapper
 from ..mapping.usage import step_usage
 from .episode import (
@@ -130,6 +131,31 @@ class CallsAndSteps(Verdicts):
         if v is not None:
             v.at_start = True
         return v
+
+    def _judge_arguments(self, ep: Episode, call: ToolCall, args_raw: Any) -> List[Violation]:
+        """A guard asked from inside a tool span whose start recorded no arguments gives them: the
+        rules that judge a call on its own arguments (``order_free``) judge them now, on fresh
+        states, and their failures are reported at this call. The span's end judges the arguments
+        it records with the episode's states, as always (a rule fails once per span)."""
+        if type(args_raw) is str and len(args_raw) > self.max_arg_bytes:
+            return []  # too large to judge; the end reports it as unreadable
+        plan = ep.plan
+        probe = ToolCall(call.name, call.span_id, call.trace_id, call.parent_span_id, call.start_ns, call.index,
+                         call.agent, call.call_id, args_raw)
+        probe.params = call.params
+        probe.args_at_start = True
+        out: List[Violation] = []
+        for i, handler in plan.tool_plan(call.name).start:
+            slot = plan.slots[i]
+            a = slot.assertion
+            if a.order_free and NEED_ARGUMENTS in a.needs:
+                f = handler(a.new_state(), probe)
+                if f is not None:
+                    v = self._fail(ep, slot, f, call.span_id)
+                    if v is not None:
+                        v.at_start = True
+                        out.append(v)
+        return out
 
     def _blocks_again(self, ep: Episode, call: ToolCall) -> List[Violation]:
         """For a guard deciding ``call`` (just started): the tests with ``action: block`` that failed

@@ -90,6 +90,7 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
         # deadline later, so an early value just costs one tick that closes nothing.
         self.idle_deadline = FAR_FUTURE
         self._capture: Optional[List[Violation]] = None  # see decide_pending
+        self._dry = False  # deciding outside any trace: report nothing (decide_pending(dry=True))
         self._pending_seq = 0
 
     @property
@@ -300,7 +301,7 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
 
     # -- a guard's questions: a call decided before it runs -------------------------------------------
     def decide_pending(self, trace_id: str, tool: str, args_raw: Any, call_id: Optional[str],
-                       parent_id: Optional[str], agent: Optional[str], start_ns: int,
+                       parent_id: Optional[str], agent: Optional[str], start_ns: int, dry: bool = False,
                        ) -> Tuple[str, List[Violation]]:
         """A guard asks about a call before the framework runs it: the call is recorded now, at this
         place in the trace's episode (opened if need be), as a tool span starting with these
@@ -308,7 +309,12 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
         follows is matched to it (``_adopt_pending``) and not counted again.
 
         Returns (placeholder span id, starting with ``PENDING_PREFIX``; violations). A call id
-        already pending gets the same answer again, recorded once (a framework that asks twice)."""
+        already pending gets the same answer again, recorded once (a framework that asks twice).
+
+        ``dry``: a call outside any trace (its span, if any, will be a trace of its own): decided as
+        the first call of an empty episode, and nothing is recorded or reported."""
+        if dry:
+            return self._decide_dry(trace_id, tool, args_raw, call_id, agent, start_ns)
         ep = self.by_trace.get(trace_id)
         if ep is None:
             if self.by_trace_key and trace_id in self.recent:
@@ -345,15 +351,35 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
         ep.eval_s += _clock() - t0
         return key, found
 
-    def started_call(self, trace_id: str, span_id: str, tool: str) -> Optional[List[Violation]]:
+    def _decide_dry(self, trace_id: str, tool: str, args_raw: Any, call_id: Optional[str],
+                    agent: Optional[str], start_ns: int) -> Tuple[str, List[Violation]]:
+        self._pending_seq += 1
+        key = f"{PENDING_PREFIX}{self._pending_seq:x}"
+        ep = Episode(trace_id, trace_id, self.plans.select(agent, None, {}, None), start_ns)
+        found: List[Violation] = []
+        self._capture, self._dry = found, True
+        try:
+            self._start_call(ep, tool, trace_id, key, None, start_ns, agent, call_id, args_raw=args_raw)
+        finally:
+            self._capture, self._dry = None, False
+        return key, found
+
+    def started_call(self, trace_id: str, span_id: str, tool: str, args_raw: Any = None,
+                     call_id: Optional[str] = None) -> Optional[List[Violation]]:
         """The violations of the call of ``tool`` whose span ``span_id`` has started and not ended
         (a guard asked from inside the tool's own span: its start decided it), or None when no
-        such call is open."""
+        such call is open. When that span recorded no arguments at its start (a framework that
+        writes them at the end) and the guard has them (``args_raw``), the rules that judge a call
+        on its own arguments decide now (``_judge_arguments``)."""
         ep = self.by_trace.get(trace_id)
         call = ep.open_calls.get(span_id) if ep is not None else None
         if ep is None or call is None or call.name != tool:
             return None
+        if call.call_id is None and call_id is not None:
+            call.call_id = call_id
         found = list(ep.marks.get(span_id, ())) if ep.marks else []
+        if args_raw is not None and not call.args_at_start and not call.ended:
+            found += self._judge_arguments(ep, call, args_raw)
         return found + self._blocks_again(ep, call)
 
 

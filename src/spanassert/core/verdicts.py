@@ -49,6 +49,7 @@ class Verdicts:
     by_trace: Dict[str, Episode]
     recent: OrderedDict[str, Episode]
     _capture: Optional[List[Violation]]  # violations of a guard's pending call, while it is decided
+    _dry: bool  # ... and, outside any trace, not reported (nothing is recorded)
 
     def _mark_incomplete(self, ep: Episode, incomplete: Sequence[str], root_seen: bool) -> None:
         view = ep.view
@@ -85,6 +86,8 @@ class Verdicts:
             ep.marks.setdefault(sid, []).append(v)
         if self._capture is not None:
             self._capture.append(v)
+            if self._dry:
+                return v
         self.sink.violation(v)
         return v
 

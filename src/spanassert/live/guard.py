@@ -35,7 +35,13 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, TypeV
 from opentelemetry.trace import get_current_span
 
 from ..config.model import Config
-from ..core.emit import ATTR_DECISION, EVENT_NAME, violation_event_attributes
+from ..core.emit import (
+    ATTR_DECISION,
+    ATTR_EVAL_EXPLANATION,
+    ATTR_SPAN_ID,
+    EVENT_NAME,
+    violation_event_attributes,
+)
 from ..core.engine import PENDING_PREFIX, Engine
 from ..core.escaping import escape_control
 from ..core.results import Violation
@@ -183,6 +189,7 @@ class Guard:
         args_raw = encode_arguments(arguments)
         ctx = get_current_span().get_span_context()
         current: Optional[str] = None
+        dry = False
         if ctx.is_valid:
             tid = format(ctx.trace_id, "032x")
             if trace_id is None or _hex_trace(trace_id) == tid:
@@ -192,13 +199,16 @@ class Guard:
         elif trace_id is not None:
             tid = _hex_trace(trace_id)
         else:
-            tid = format(random.getrandbits(128) or 1, "032x")  # no trace: an episode of its own
+            # No trace: the call's span, if any, will be a trace of its own. Decided as the first call
+            # of an empty episode, recorded by nothing but that span (never counted twice).
+            tid = format(random.getrandbits(128) or 1, "032x")
+            dry = True
         cid = None if call_id is None else str(call_id)
 
         def decide(engine: Engine) -> Decision:
-            found = engine.started_call(tid, current, tool) if current is not None else None
+            found = engine.started_call(tid, current, tool, args_raw, cid) if current is not None else None
             if found is None:
-                found = engine.decide_pending(tid, tool, args_raw, cid, current, agent, time.time_ns())[1]
+                found = engine.decide_pending(tid, tool, args_raw, cid, current, agent, time.time_ns(), dry)[1]
             return self._decision(tool, cid, found)
 
         decision: Decision = self.processor._guarded(decide)
@@ -268,8 +278,13 @@ class Guard:
         """The decision on the tool's span: an attribute, and one evaluation event per blocking rule
         (the processor does not add the same event again)."""
         span.set_attribute(ATTR_DECISION, DECISION_BLOCKED if decision.blocked else DECISION_ALLOWED)
+        sid = format(span.get_span_context().span_id, "016x")
         for v in decision._violations:
-            span.add_event(EVENT_NAME, violation_event_attributes(v))
+            attrs = violation_event_attributes(v)
+            if v.span_id and v.span_id.startswith(PENDING_PREFIX):  # decided outside any trace
+                attrs[ATTR_SPAN_ID] = sid
+                attrs[ATTR_EVAL_EXPLANATION] = v.message.replace(v.span_id, sid)
+            span.add_event(EVENT_NAME, attrs)
 
     def refusal_span(self, tool: str, arguments: Any, decision: Decision, call_id: Optional[str] = None) -> None:
         """Write the ``execute_tool`` span of a refused call, for frameworks that write none: its
