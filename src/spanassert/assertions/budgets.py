@@ -20,7 +20,7 @@ from ..core.durations import format_seconds, parse_duration
 from ..core.model import EpisodeView, Failure, ModelStep, Outcome, ToolCall
 from .base import NEED_STEPS, Assertion, BuildContext, Field, register
 from .call_checks import DURATION_SCHEMA, unfinished
-from .steps import UNREACHABLE_BOUND
+from .steps import unreachable
 
 TOKEN_KINDS = ("input", "output", "total")
 
@@ -129,9 +129,7 @@ class MaxTokensAssertion(_StepBudget):
         self.unit = f"{self.kind} tokens"
 
     def ineffective_reason(self) -> Optional[str]:
-        if self.max >= UNREACHABLE_BOUND:
-            return f"`max: {self.max}` is a bound no episode reaches"
-        return None
+        return unreachable(self.max)
 
     def amount(self, step: ModelStep) -> Tuple[Optional[float], str]:
         value = getattr(step, f"{self.kind}_tokens")

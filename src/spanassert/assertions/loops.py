@@ -23,7 +23,7 @@ from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, Assertion, BuildContext, Field, register
 from .call_checks import call_ref, calls_of, fail_first, unfinished
 from .selectors import tool_fields, tool_selector
-from .steps import UNREACHABLE_BOUND
+from .steps import UNREACHABLE_BOUND, unreachable
 from .values import canonical_digest
 
 # Distinct (tool, arguments) pairs remembered per episode when no window is set.
@@ -101,8 +101,9 @@ class NoRepeatAssertion(Assertion):
         self.needs = frozenset((NEED_ARGUMENTS,))
 
     def ineffective_reason(self) -> Optional[str]:
-        if self.max >= UNREACHABLE_BOUND:
-            return f"`max: {self.max}` is a bound no episode reaches"
+        why = unreachable(self.max)
+        if why is not None:
+            return why
         if self.window is not None and self.window <= self.max and not self.cycle_length:
             return (f"`window: {self.window}` holds at most {self.window} calls, never more than `max: {self.max}` "
                     "identical ones, and cycles are not checked")

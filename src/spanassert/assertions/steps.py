@@ -16,6 +16,11 @@ from .selectors import tool_fields, tool_selector
 UNREACHABLE_BOUND = 2**32 - 1
 
 
+def unreachable(maximum: float) -> Optional[str]:
+    """Why a rule's ``max`` cannot fail: no episode reaches it (None when one can)."""
+    return f"`max: {maximum}` is a bound no episode reaches" if maximum >= UNREACHABLE_BOUND else None
+
+
 class CountState:
     __slots__ = ("count", "over")
 
@@ -48,9 +53,7 @@ class MaxStepsAssertion(Assertion):
         self.wants_steps = True
 
     def ineffective_reason(self) -> Optional[str]:
-        if self.max >= UNREACHABLE_BOUND:
-            return f"`max: {self.max}` is a bound no episode reaches"
-        return None
+        return unreachable(self.max)
 
     def new_state(self) -> CountState:
         return CountState()
@@ -99,9 +102,7 @@ class MaxToolCallsAssertion(Assertion):
         self.select_calls(self.selector)
 
     def ineffective_reason(self) -> Optional[str]:
-        if self.max >= UNREACHABLE_BOUND:
-            return f"`max: {self.max}` is a bound no episode reaches"
-        return None
+        return unreachable(self.max)
 
     def new_state(self) -> CountState:
         return CountState()
@@ -133,4 +134,4 @@ class MaxToolCallsAssertion(Assertion):
         return Outcome.passed(seen)
 
 
-__all__ = ["MaxStepsAssertion", "MaxToolCallsAssertion", "UNREACHABLE_BOUND"]
+__all__ = ["MaxStepsAssertion", "MaxToolCallsAssertion", "UNREACHABLE_BOUND", "unreachable"]
