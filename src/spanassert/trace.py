@@ -107,7 +107,8 @@ class Trace:
             c = ToolCall(name, span_id=r.span_id, trace_id=r.trace_id, parent_span_id=r.parent_span_id,
                          start_ns=r.start_ns, index=len(calls), agent=agent, call_id=m.call_id(r.attributes))
             err = m.error_type(r.attributes, r.status_code, r.events)
-            status = STATUS_ERROR if (r.status_code == 2 or err) else (STATUS_OK if r.status_code == 1 else STATUS_UNSET)
+            status = STATUS_ERROR if (r.status_code == 2 or err) else (
+                STATUS_OK if r.status_code == 1 else STATUS_UNSET)
             c.finish(end_ns=r.end_ns, status=status, error_type=err,
                      arguments_raw=m.arguments_raw(r.attributes, r.events),
                      result_raw=m.result_raw(r.attributes, r.events))
@@ -210,7 +211,6 @@ class CheckItem:
         return f"CheckItem({self.label!r}, {self.verdict.value})"
 
 
-_MARK = {Verdict.PASSED: "✓", Verdict.FAILED: "✗", Verdict.INCONCLUSIVE: "?", Verdict.NOT_APPLICABLE: "–"}
 
 
 class CheckResult:
@@ -252,9 +252,11 @@ class CheckResult:
         return [i for i in self.items if i.verdict is not Verdict.PASSED and not i.shadow]
 
     def summary(self) -> str:
+        from .report.text import MARKS  # the marks replay prints
+
         if not self.items:
             return "✗ no episode found: no agent or tool span was recorded"
-        lines = [f"{_MARK[i.verdict]} {i.label}{' (shadow)' if i.shadow else ''}: {i.detail or i.verdict.value}"
+        lines = [f"{MARKS[i.verdict]} {i.label}{' (shadow)' if i.shadow else ''}: {i.detail or i.verdict.value}"
                  for i in self.items]
         for key, why in self.incomplete.items():
             lines.append(f"! episode {key}: incomplete evidence ({'; '.join(why)})")

@@ -231,7 +231,7 @@ def decode_attributes(kvs: Any, path: str) -> Dict[str, Any]:
 
 
 def _fast_attributes(kvs: List[Dict[str, Any]]) -> Dict[str, Any]:
-    out = {}
+    out: Dict[str, Any] = {}
     for kv in kvs:
         key = kv["key"]
         if key.__class__ is not str:
@@ -381,7 +381,7 @@ def records_from_json(obj: Any, source: str, *, errors: Optional[List[SpanDecode
             resource_obj = _object(_field(rs, "resource"), "resource", rpath)
             try:
                 resource = _fast_attributes(resource_obj["attributes"])
-            except Exception:
+            except Exception:  # noqa: BLE001 -- what the fast path cannot take, the careful one names
                 resource = decode_attributes(_field(resource_obj, "attributes"), f"{rpath}.resource.attributes")
             scope_blocks = _field(rs, "scopeSpans")
             if scope_blocks is None and "instrumentationLibrarySpans" in rs:  # OTLP before 1.0
@@ -393,10 +393,10 @@ def records_from_json(obj: Any, source: str, *, errors: Optional[List[SpanDecode
             errors.append(exc)
             continue
         except RecursionError:
-            exc = SpanDecodeError("resource attributes are nested too deeply", rpath)
+            deep = SpanDecodeError("resource attributes are nested too deeply", rpath)
             if errors is None:
-                raise exc from None
-            errors.append(exc)
+                raise deep from None
+            errors.append(deep)
             continue
         for qi, ss in enumerate(scope_blocks):
             qpath = f"{rpath}.scopeSpans[{qi}]"
@@ -426,16 +426,16 @@ def records_from_json(obj: Any, source: str, *, errors: Optional[List[SpanDecode
                     append(_fast_span(s, last_trace, resource, scope, source))
                     continue
                 except RecursionError:
-                    exc = SpanDecodeError("an attribute value is nested too deeply", f"{qpath}.spans[{si}]")
-                except Exception:
+                    problem = SpanDecodeError("an attribute value is nested too deeply", f"{qpath}.spans[{si}]")
+                except Exception:  # noqa: BLE001 -- what the fast path cannot take, the careful one names
                     try:
                         append(_careful_span(s, f"{qpath}.spans[{si}]", resource, scope, source))
                         continue
                     except SpanDecodeError as careful_exc:
-                        exc = careful_exc
+                        problem = careful_exc
                     except RecursionError:
-                        exc = SpanDecodeError("an attribute value is nested too deeply", f"{qpath}.spans[{si}]")
+                        problem = SpanDecodeError("an attribute value is nested too deeply", f"{qpath}.spans[{si}]")
                 if errors is None:
-                    raise exc
-                errors.append(exc)
+                    raise problem
+                errors.append(problem)
     return out

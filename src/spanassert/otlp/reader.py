@@ -21,7 +21,7 @@ import re
 import stat
 import sys
 import zlib
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Type, Union
 
 from spanassert.core.model import SpanRecord
 from spanassert.otlp.issues import ERROR, WARNING, InputIssue, OTLPInputError, SpanDecodeError
@@ -78,7 +78,7 @@ def read_spans(
                 item = next(items)
             except StopIteration:
                 break
-            except Exception as exc:  # a reader bug must not become the caller's traceback
+            except Exception as exc:  # noqa: BLE001 -- a reader bug must not become the caller's traceback
                 item = InputIssue(name, None, None, f"could not read the file: {type(exc).__name__}: {exc}", ERROR)
                 items = iter(())
             if type(item) is list:
@@ -202,7 +202,7 @@ def _read_file(name: str, path: Optional[str]) -> Iterator[_Item]:
         yield from _read_stream(name, sys.stdin.buffer, None, 0)
         return
     try:
-        f = open(path, "rb")
+        f = open(path, "rb")  # noqa: SIM115 -- opened apart, so that only opening names the path; `with f` below
     except OSError as exc:
         yield InputIssue(name, None, None, f"cannot open: {exc.strerror or exc}", ERROR)
         return
@@ -235,7 +235,7 @@ def _read_stream(name: str, stream: Any, size: Optional[int], layer: int) -> Ite
         stream.seek(0)
     else:
         head = _read_head(stream)
-        stream = io.BufferedReader(_Rewound(head, stream), _CHUNK)  # type: ignore[arg-type]
+        stream = io.BufferedReader(_Rewound(head, stream), _CHUNK)
         size = None
     if not head:
         yield InputIssue(name, None, None, "empty input: no spans", WARNING)
@@ -280,7 +280,7 @@ def _read_compressed(name: str, stream: Any, head: bytes, layer: int) -> Iterato
             yield issue
             return
         inner: Any = zstandard.ZstdDecompressor().stream_reader(stream, read_across_frames=True)
-        errors: Tuple[type, ...] = (zstandard.ZstdError, OSError)
+        errors: Tuple[Type[BaseException], ...] = (zstandard.ZstdError, OSError)
         what = "zstd"
     else:
         inner = gzip.GzipFile(fileobj=stream, mode="rb")
@@ -309,8 +309,8 @@ def _json_records(name: str, line: int, obj: Any) -> Iterator[_Item]:
         return
     if records:
         yield records
-    for exc in errors:
-        yield InputIssue(name, line, None, str(exc), ERROR)
+    for problem in errors:
+        yield InputIssue(name, line, None, str(problem), ERROR)
 
 
 def _utf8_issue(name: str, line: int, exc: UnicodeDecodeError) -> InputIssue:
@@ -504,8 +504,8 @@ def _proto_records(name: str, index: int, offset: int, data: bytes) -> Iterator[
     records = records_from_proto(msg, f"{name}#message {index}", errors=errors)
     if records:
         yield records
-    for exc in errors:
-        yield InputIssue(name, None, offset, f"message {index}: {exc}", ERROR)
+    for problem in errors:
+        yield InputIssue(name, None, offset, f"message {index}: {problem}", ERROR)
 
 
 def _read_binpb(name: str, stream: Any) -> Iterator[_Item]:

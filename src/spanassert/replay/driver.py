@@ -174,11 +174,9 @@ def replay_many(
         reports = [Report(c) for c in configs]
     runs = [_Run(rep, settle_spans, on_episode if i == 0 else None, max_spans_per_trace)
             for i, rep in enumerate(reports)]
-    n = 0
-    for r in records:
+    for n, r in enumerate(records, 1):
         for run in runs:
             run.add(r)
-        n += 1
         if on_progress is not None and n % PROGRESS_EVERY == 0:
             on_progress(reports[0])
     for run in runs:
