@@ -198,7 +198,7 @@ class _Loader:
         allowed_list = sorted(allowed)
         guess = did_you_mean(key, allowed_list)
         hint = f"did you mean `{guess}`?" if guess else "allowed keys: " + ", ".join(allowed_list)
-        self.report.error(codes.E_CFG_UNKNOWN_KEY, f"unknown key `{key}` in {what}", path + (key,),
+        self.report.error(codes.E_CFG_UNKNOWN_KEY, f"unknown key `{key}` in {what}", (*path, key),
                           hint=hint, at_key=True)
 
     def value_error(self, problem: ValueProblem, path: KeyPath) -> None:
@@ -283,7 +283,7 @@ class _Loader:
             )
             embedder_ref = None
         elif embedder_ref and _is_valid(SETTINGS_FIELDS["embedder"], embedder_ref):
-            self.embedder = self.import_embedder(embedder_ref, path + ("embedder",))
+            self.embedder = self.import_embedder(embedder_ref, (*path, "embedder"))
         evidence_key: Optional[bytes] = None
         env_name = value.get("evidence_key_env")
         if isinstance(env_name, str) and _is_valid(SETTINGS_FIELDS["evidence_key_env"], env_name):
@@ -294,7 +294,7 @@ class _Loader:
                 self.report.warn(
                     codes.W_CFG_EVIDENCE_KEY_UNSET,
                     f"environment variable `{env_name}` is not set; evidence is shown as <redacted>, not hashed",
-                    path + ("evidence_key_env",), hint=f"set {env_name} to the key for hashed evidence",
+                    (*path, "evidence_key_env"), hint=f"set {env_name} to the key for hashed evidence",
                 )
         max_chars = value.get("max_match_chars")
         settings = Settings(embedder=embedder_ref, evidence_key=evidence_key, raw=dict(value))
@@ -347,7 +347,7 @@ class _Loader:
                 kwargs["idle_timeout"] = seconds
             elif seconds is not None:
                 self.report.error(codes.E_CFG_VALUE, "`episodes.idle_timeout` must be greater than 0",
-                                  path + ("idle_timeout",), hint="give a duration such as `30s` or `5m`")
+                                  (*path, "idle_timeout"), hint="give a duration such as `30s` or `5m`")
         for name in ("max_open", "max_calls_per_episode", "max_argument_bytes", "late_window"):
             v = value.get(name)
             if isinstance(v, int) and not isinstance(v, bool) and v > 0:
@@ -364,7 +364,7 @@ class _Loader:
             return []
         rules: List[MappingRule] = []
         for i, item in enumerate(raw):
-            ipath = path + (i,)
+            ipath = (*path, i)
             before = self.report.error_count
             value = self.check_mapping(item, ipath, MAPPING_FIELDS, f"mapping #{i}")
             if value is None:
@@ -404,13 +404,13 @@ class _Loader:
         tests: List[TestCase] = []
         first_seen: Dict[str, int] = {}
         for i, item in enumerate(raw):
-            test = self.load_test(item, path + (i,), i)
+            test = self.load_test(item, (*path, i), i)
             if test is None:
                 continue
             if test.id in first_seen:
                 self.report.error(codes.E_CFG_DUPLICATE_ID,
                                   f"test id `{test.id}` is already used by the test at line {first_seen[test.id]}",
-                                  path + (i, "id"), hint="give every test a unique `id`")
+                                  (*path, i, "id"), hint="give every test a unique `id`")
                 continue
             first_seen[test.id] = test.line or 0
             tests.append(test)
@@ -423,25 +423,25 @@ class _Loader:
         test_id = value.get("id")
         if not isinstance(test_id, str) or not test_id:
             return None  # reported by check_mapping
-        match = self.load_match(value.get("match"), path + ("match",)) if "match" in value else None
+        match = self.load_match(value.get("match"), (*path, "match")) if "match" in value else None
         severity = Severity(value["severity"]) if value.get("severity") in Severity._value2member_map_ \
             else Severity.ERROR
         checks: List[Assertion] = []
         unit_results: List[Tuple[Assertion, Outcome]] = []
         if "expected" in value:
-            a = self.load_expected(test_id, value["expected"], path + ("expected",))
+            a = self.load_expected(test_id, value["expected"], (*path, "expected"))
             if a is not None:
                 checks.append(a)
         entries = value.get("assertions")
         if "assertions" in value and not isinstance(entries, list):
             self.report.error(codes.E_CFG_TYPE, f"`assertions` must be a list, not {kind_of(entries)}",
-                              path + ("assertions",), hint="write each assertion as a `- type: ...` list item")
+                              (*path, "assertions"), hint="write each assertion as a `- type: ...` list item")
         elif isinstance(entries, list):
             # A check's index is its position among the test's checks: the `expected:` check is #0 and
             # the `assertions:` entries follow it, so each check has its own result and coverage row.
             first = 1 if "expected" in value else 0
             for j, entry in enumerate(entries):
-                a = self.build(test_id, entry, path + ("assertions", j), first + j, ORIGIN_ASSERTIONS,
+                a = self.build(test_id, entry, (*path, "assertions", j), first + j, ORIGIN_ASSERTIONS,
                                ASSERTION_TYPES, "assertion")
                 if a is not None:
                     checks.append(a)
@@ -512,7 +512,7 @@ class _Loader:
                     path, hint="split the checks into separate tests, or move the extra checks to `assertions:`",
                 )
                 return None
-            raw, path = raw[0], path + (0,)
+            raw, path = raw[0], (*path, 0)
         if not isinstance(raw, dict):
             self.report.error(codes.E_CFG_EXPECTED, f"test `{test_id}`: `expected:` must be a mapping with one "
                               f"check, not {kind_of(raw)}", path, hint=f"use {accepted}")
@@ -526,7 +526,7 @@ class _Loader:
         if keys == ["$ref"]:
             self.report.error(codes.E_CFG_LEGACY_REF,
                               f"test `{test_id}`: `expected: {{$ref: ...}}` points to a separate file, which "
-                              "version 1 does not read", path + ("$ref",), at_key=True,
+                              "version 1 does not read", (*path, "$ref"), at_key=True,
                               hint="copy the referenced check into this `expected:` block in the tagged form, or "
                                    f"run `spanassert migrate {self.doc.file or 'FILE'}`, which does that")
             return None
@@ -581,7 +581,7 @@ class _Loader:
                 hint = "known types: " + ", ".join(known)
             if known:
                 hint += " (`spanassert schema` lists every type with its fields)"
-            self.report.error(codes.E_CFG_UNKNOWN_TYPE, f"unknown {what} type `{type_name}`", path + ("type",),
+            self.report.error(codes.E_CFG_UNKNOWN_TYPE, f"unknown {what} type `{type_name}`", (*path, "type"),
                               hint=hint)
             return None
         cls = registry[type_name]

@@ -53,7 +53,7 @@ _ALL = object()
 _NOTHING: List[Any] = []  # never appended to
 
 
-def _never(name: str, attributes: Mapping[str, Any]) -> bool:
+def _never(name: str, attributes: Mapping[str, Any]) -> bool:  # noqa: ARG001 -- surely_other's signature
     return False
 
 
@@ -147,9 +147,9 @@ class AssertionSpanProcessor(SpanProcessor):
             self._export = [export]
         else:
             self._export = list(export)
-        self._telemetry_args = dict(meter_provider=meter_provider, logger_provider=logger_provider,
-                                    on_violation=on_violation, on_episode=on_episode,
-                                    known_tools=_rule_tools(config))
+        self._telemetry_args = {"meter_provider": meter_provider, "logger_provider": logger_provider,
+                                "on_violation": on_violation, "on_episode": on_episode,
+                                "known_tools": _rule_tools(config)}
         self._tick_interval = tick_interval
         self._shutdown_s = max(0.0, shutdown_timeout_millis / 1000.0)
         self._shutdown = False
@@ -379,7 +379,7 @@ class AssertionSpanProcessor(SpanProcessor):
         for p in self._export:
             try:
                 p.on_end(to_send)
-            except Exception as exc:  # noqa: BLE001 - a failing exporter must not stop the others
+            except Exception as exc:  # noqa: BLE001, PERF203 -- a failing exporter must not stop the others
                 self._sink.internal_error("export", exc)
 
     def _deliver(self, span: ReadableSpan, out: SpanOutcome) -> ReadableSpan:
