@@ -2,10 +2,12 @@
 
 One real MCP client session (the `mcp` package's stdio client) to the bare test server
 (tests/guard/mcp_tools_server.py) and one to the same server behind the proxy, open side by side;
-blocks of `echo` calls alternate between them (the machine is shared and drifts), each call timed
-from `call_tool` to its result. The proxy runs the benchmark rules (common.rules_yaml(20), plus a
-blocking test that `echo` does not break, so every call is decided) and exports its spans to a file.
-Added latency = the proxied percentile minus the bare one (p50, p99)."""
+blocks of calls alternate between them (the machine is shared and drifts), each call timed from
+`call_tool` to its result. The calls go to tool_0 ... tool_18 in turn with distinct arguments, the
+traffic the benchmark rules (common.rules_yaml(20)) expect, so no rule is broken (a broken rule
+would time its violation log line, not the proxy); the proxy runs those rules plus a blocking test,
+so every call is decided, and exports its spans to a file. Added latency = the proxied percentile
+minus the bare one (p50, p99)."""
 from __future__ import annotations
 
 import os
@@ -55,20 +57,27 @@ def run(calls: int = 2_000, block: int = 50) -> List[Dict[str, str]]:
             async with Client(stdio_client(bare, errlog=devnull)) as b, \
                     Client(stdio_client(proxied, errlog=devnull)) as p:
                 clients = {"bare": b, "proxied": p}
-                for c in clients.values():  # warm both paths (imports, caches, first spans)
-                    for _ in range(50):
-                        await c.call_tool("echo", {"text": "warm"})
+                seq = {"bare": 0, "proxied": 0}
+
+                async def call(name: str) -> float:
+                    k = seq[name]
+                    seq[name] += 1
+                    t0 = time.perf_counter()
+                    result = await clients[name].call_tool(f"tool_{k % 19}", {"text": f"c{k}"})
+                    took = time.perf_counter() - t0
+                    assert not result.is_error, result
+                    return took
+
+                for name in clients:  # warm both paths (imports, caches, first spans)
+                    for _ in range(57):
+                        await call(name)
                 done = 0
                 turn = 0
                 while done < calls:
                     order = ("bare", "proxied") if turn % 2 == 0 else ("proxied", "bare")
                     for name in order:
-                        c = clients[name]
                         for _ in range(block):
-                            t0 = time.perf_counter()
-                            result = await c.call_tool("echo", {"text": "ping"})
-                            times[name].append(time.perf_counter() - t0)
-                            assert not result.is_error
+                            times[name].append(await call(name))
                     done += block
                     turn += 1
 

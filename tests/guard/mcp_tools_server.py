@@ -49,5 +49,16 @@ def echo(text: str) -> str:
     return text
 
 
+def _bench_tool(text: str) -> str:  # noqa: ARG001 - the parameter the tool declares
+    """Answer at once (the benchmark's round trips)."""
+    return "ok"
+
+
+# tool_0 ... tool_18: the tools the benchmark rules (benchmarks/common.py rules_yaml) expect an
+# episode to call, so that the proxy's decisions are on traffic that breaks no rule.
+for _i in range(19):
+    server.tool(name=f"tool_{_i}")(_bench_tool)
+
+
 if __name__ == "__main__":
     server.run()
