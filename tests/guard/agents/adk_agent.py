@@ -35,7 +35,6 @@ def main() -> None:
     run = Run("google-adk-agent")
     guard = run.guard
     stub = GeminiStub([*(("call", name, args) for name, args in SCRIPT), ("text", FINAL)])
-    # [doc: google-adk]
     agent = Agent(
         name="support",
         model=Gemini(model="gemini-scripted", base_url=stub.url),
@@ -43,7 +42,6 @@ def main() -> None:
         tools=[lookup_order, delete_database, refund],
         **guard_callbacks(guard),
     )
-    # [/doc]
     runner = InMemoryRunner(agent=agent, app_name="guard-test")
 
     async def converse() -> str:

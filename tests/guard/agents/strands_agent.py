@@ -28,7 +28,6 @@ def main() -> None:
     run = Run("strands-agent")
     guard = run.guard
     stub = ChatCompletionsStub([*(("call", name, args) for name, args in SCRIPT), ("text", FINAL)])
-    # [doc: strands]
     agent = Agent(
         name="support",
         model=LlamaCppModel(base_url=stub.url),
@@ -36,7 +35,6 @@ def main() -> None:
         hooks=[guard_hooks(guard)],
         callback_handler=None,
     )
-    # [/doc]
     result = agent("Refund order A7.")
     stub.close()
     run.finish(final=str(result).strip(), requests=[tool_results(r) for r in stub.requests[1:]])
