@@ -19,9 +19,10 @@ a tool span is the one its start made: argument rules would not see the argument
 it, arguments included, before ADK opens the call's span; the span adopts that decision at its start
 (same call id, else same tool, oldest first), and ``before_tool_callback`` reads it from inside the
 span. Each call is recorded once, the span carries the decision event, and replay gives the same
-verdicts. Use both (:func:`guard_callbacks`); ``before_tool_callback`` alone still blocks forbidden
-tools, counts and order, not argument rules. A function call the model asks for and ADK never runs
-stays recorded as a call.
+verdicts. Use both (:func:`guard_callbacks`): ``before_tool_callback`` alone blocks forbidden tools,
+counts, order and the rules that judge a call on its own arguments (the guard judges the arguments
+it is given inside a span that had none), but values flowing into the arguments (``trace_no_flow``)
+only alert. A function call the model asks for and ADK never runs stays recorded as a call.
 
 This module imports nothing from ADK: it reads the attributes ADK passes (``tool.name``,
 ``tool_context.function_call_id``, ``agent_name``, the response's ``function_call`` parts).
