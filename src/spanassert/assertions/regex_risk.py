@@ -9,7 +9,7 @@ from typing import Any, List, Optional
 W_CFG_REGEX_BACKTRACKING = "W_CFG_REGEX_BACKTRACKING"
 
 try:  # the parser behind `re`: public as sre_parse until 3.11, private (re._parser) after
-    from re import _parser as _sre_parse  # type: ignore[attr-defined]
+    from re import _parser as _sre_parse  # type: ignore[attr-defined]  # private since Python 3.11
 except ImportError:  # pragma: no cover - Python < 3.11
     import sre_parse as _sre_parse
 

@@ -273,7 +273,7 @@ def ref_problems(schema: Any) -> List[RefProblem]:
                 why = ("it is not within this schema: spanassert never fetches a URL or reads a file to "
                        "resolve a reference")
             problems.append(((*path, keyword), f"`{keyword}: {ref}` does not resolve: {why}"))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 -- whatever resolving raises is reported as this $ref's problem
             problems.append(((*path, keyword), f"`{keyword}: {ref}` does not resolve: {type(exc).__name__}: {exc}"))
 
     def walk(node: Any, at: Any, path: Tuple[Any, ...], depth: int) -> None:

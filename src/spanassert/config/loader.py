@@ -325,7 +325,7 @@ class _Loader:
             self.report.error(codes.E_CFG_EMBEDDER, f"embedder `{ref}` is not callable", path,
                               hint="name a function that takes a text and returns a list of floats")
             return None
-        return fn  # type: ignore[no-any-return]
+        return fn  # type: ignore[no-any-return]  # a user's callable, checked by calling it
 
     # -- episodes ---------------------------------------------------------------------------------
     def load_episodes(self, raw: Any) -> EpisodeSettings:
@@ -620,7 +620,7 @@ class _Loader:
         assertion.position = self.doc.position(path)
         try:
             reason = assertion.ineffective_reason()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 -- a type's own code must not crash the loader
             self.report.error(codes.E_ASSERT_BUILD, f"`{type_name}` failed its effectiveness check: "
                               f"{type(exc).__name__}: {exc}", path)
             return None
@@ -648,7 +648,7 @@ class _Loader:
     def evaluate_unit(self, a: Assertion, test_id: str, test_path: KeyPath) -> Optional[Outcome]:
         try:
             outcome = a.evaluate_unit()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 -- a type's own code must not crash the loader
             self.report.error(codes.E_ASSERT_BUILD, f"test `{test_id}`: unit-test form `{a.type_name}` raised "
                               f"{type(exc).__name__}: {exc}", test_path)
             return None

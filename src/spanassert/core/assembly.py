@@ -85,6 +85,7 @@ def live_order(records: List[SpanRecord]) -> List[Tuple[int, SpanRecord, bool]]:
     return [(0, records[i], roots[i]) if i < n else (1, records[i - n], roots[i - n]) for i in order]
 
 
+# the ignore below: a list of SpanRecord; a parameterised base would add a Generic layer
 class TraceSpans(list):  # type: ignore[type-arg]
     """The spans of one trace as the buffer releases them; ``dropped`` counts the spans of the
     trace that the per-trace cap kept out. ``seen``: the clock when its last span arrived;

@@ -281,7 +281,7 @@ class Telemetry(Sink):
                 fn(arg)
             except KeyboardInterrupt as exc:  # noqa: PERF203 -- each callback on its own: one failing must not stop the rest
                 interrupted = exc
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:  # noqa: BLE001 -- a user callback must never break the agent
                 self.internal_error("callback", exc)
         if interrupted is not None:
             raise interrupted
@@ -291,7 +291,7 @@ class Telemetry(Sink):
         if self.on_episode is not None:
             try:
                 self.on_episode(result)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 -- a user callback must never break the agent
                 self.internal_error("on_episode_callback", exc)
 
     def episode_opened(self) -> None:
@@ -367,5 +367,5 @@ class Telemetry(Sink):
                 attributes=violation_event_attributes(v),
                 event_name=EVENT_NAME,
             ))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 -- telemetry must never break the agent
             self.internal_error("log_emit", exc)

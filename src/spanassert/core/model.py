@@ -305,7 +305,7 @@ class ToolCall:
     def arguments_state(self) -> str:
         if self._args_state is None:
             self._decode_arguments()
-        return self._args_state  # type: ignore[return-value]
+        return self._args_state  # type: ignore[return-value]  # decoded just above: a state, never None
 
     @property
     def arguments_named(self) -> bool:
@@ -599,7 +599,7 @@ class SpanEvent:
 # The events of a span that has none, shared by every such decoded span (read-only: nothing appends
 # to a record's events). Replay holds many records at once; an empty list each is one more object
 # per span for the garbage collector to scan.
-NO_EVENTS: List[SpanEvent] = ()  # type: ignore[assignment]
+NO_EVENTS: List[SpanEvent] = ()  # type: ignore[assignment]  # an empty tuple: read-only and shared
 
 
 @record

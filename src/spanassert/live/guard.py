@@ -295,7 +295,7 @@ class Guard:
             attrs = self._span_attributes(tool, encode_arguments(arguments), cid)
             with self._tracer().start_as_current_span(f"execute_tool {tool}", attributes=attrs) as span:
                 self._mark(span, decision)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 -- a guard never raises into the agent (fail_open decides)
             self.processor.telemetry.internal_error("guard_span", exc)
 
     def tool(self, fn: Optional[F] = None, *, name: Optional[str] = None, on_block: str = "raise") -> Any:
@@ -371,7 +371,7 @@ class _ToolSpan:
         if self.span is not None:
             try:
                 self.guard._mark(self.span, decision)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 -- a guard never raises into the agent (fail_open decides)
                 self.guard.processor.telemetry.internal_error("guard_span", exc)
         return decision
 

@@ -160,6 +160,7 @@ class AssertionSpanProcessor(SpanProcessor):
         self._new_runtime()
         if hasattr(os, "register_at_fork"):
             ref = weakref.ref(self)
+            # the ignore below: ref() is checked by the `and`
             os.register_at_fork(after_in_child=lambda: (ref() and ref()._after_fork()))  # type: ignore[union-attr]
 
     def _new_engine(self) -> None:
@@ -326,7 +327,7 @@ class AssertionSpanProcessor(SpanProcessor):
                         if queued:
                             return
                     out, items = self._evaluate_end_locked(span)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 -- the processor never raises into the application
             self._sink.internal_error("on_end", exc)
         self._forward(span, out)
         if items:
@@ -373,7 +374,7 @@ class AssertionSpanProcessor(SpanProcessor):
         if out is not None:
             try:
                 to_send = self._deliver(span, out)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 -- the processor never raises into the application
                 self._sink.internal_error("annotate", exc)
                 to_send = span
         for p in self._export:
@@ -545,7 +546,7 @@ class AssertionSpanProcessor(SpanProcessor):
         try:
             self._forward(item[0], out)
             self._sink.run_deferred(items)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 -- the processor never raises into the application
             self._sink.internal_error("worker", exc)
         finally:
             self._queue.done(item)
@@ -587,7 +588,7 @@ class AssertionSpanProcessor(SpanProcessor):
                     self._lock.release()
             else:
                 ok = False
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 -- the processor never raises into the application
             self._sink.internal_error("force_flush", exc)
         self._sink.run_deferred(items)
         for p in self._export:
@@ -605,7 +606,7 @@ class AssertionSpanProcessor(SpanProcessor):
                 answer = processor.force_flush(timeout_millis)
                 # None: SDK < 1.45's base SpanProcessor.force_flush returns nothing (nothing to flush).
                 done.append(answer is None or bool(answer))
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 -- the processor never raises into the application
                 self._sink.internal_error("force_flush", exc)
                 done.append(False)
 
@@ -640,7 +641,7 @@ class AssertionSpanProcessor(SpanProcessor):
                     _within(lambda: self._sink.run_deferred(items), left(), "spanassert-callbacks")
             else:
                 self._sink.internal_error("shutdown", TimeoutError("the engine stayed busy past the shutdown deadline"))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 -- the processor never raises into the application
             self._sink.internal_error("shutdown", exc)
         # Whatever is still queued goes on unevaluated: a span is never dropped.
         while True:
@@ -653,7 +654,7 @@ class AssertionSpanProcessor(SpanProcessor):
             def stop(p: SpanProcessor = p) -> None:
                 try:
                     p.shutdown()
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:  # noqa: BLE001 -- the processor never raises into the application
                     self._sink.internal_error("shutdown", exc)
 
             _within(stop, left(), "spanassert-shutdown")

@@ -23,16 +23,16 @@ ERROR = StatusCode.ERROR
 
 def context(span: Any) -> SpanContext:
     try:
-        return span._context  # type: ignore[no-any-return]
+        return span._context  # type: ignore[no-any-return]  # the private field, untyped
     except AttributeError:
-        return span.get_span_context()  # type: ignore[no-any-return]
+        return span.get_span_context()  # type: ignore[no-any-return]  # span is Any: an SDK span or a look-alike
 
 
 def name(span: Any) -> str:
     try:
-        return span._name  # type: ignore[no-any-return]
+        return span._name  # type: ignore[no-any-return]  # the private field, untyped
     except AttributeError:
-        return span.name  # type: ignore[no-any-return]
+        return span.name  # type: ignore[no-any-return]  # span is Any: an SDK span or a look-alike
 
 
 def attributes(span: Any) -> Mapping[str, Any]:
@@ -46,23 +46,23 @@ def attributes(span: Any) -> Mapping[str, Any]:
 
 def parent(span: Any) -> Optional[SpanContext]:
     try:
-        return span._parent  # type: ignore[no-any-return]
+        return span._parent  # type: ignore[no-any-return]  # the private field, untyped
     except AttributeError:
-        return span.parent  # type: ignore[no-any-return]
+        return span.parent  # type: ignore[no-any-return]  # span is Any: an SDK span or a look-alike
 
 
 def start_time(span: Any) -> Optional[int]:
     try:
-        return span._start_time  # type: ignore[no-any-return]
+        return span._start_time  # type: ignore[no-any-return]  # the private field, untyped
     except AttributeError:
-        return span.start_time  # type: ignore[no-any-return]
+        return span.start_time  # type: ignore[no-any-return]  # span is Any: an SDK span or a look-alike
 
 
 def end_time(span: Any) -> Optional[int]:
     try:
-        return span._end_time  # type: ignore[no-any-return]
+        return span._end_time  # type: ignore[no-any-return]  # the private field, untyped
     except AttributeError:
-        return span.end_time  # type: ignore[no-any-return]
+        return span.end_time  # type: ignore[no-any-return]  # span is Any: an SDK span or a look-alike
 
 
 def status_code(span: Any) -> int:

@@ -311,7 +311,7 @@ class Mapper:
     def _call_id(self, get: Getter) -> Optional[str]:
         for rule in self._call_id_rules:
             if rule.matches_attributes(get):
-                found = _text(get(rule.call_id))  # type: ignore[arg-type]
+                found = _text(get(rule.call_id))  # type: ignore[arg-type]  # set for this rule (checked at load)
                 if found is not None:
                     return found
         for key in (GENAI_CALL_ID, OI_TOOL_ID):
@@ -333,7 +333,7 @@ class Mapper:
     def _arguments_raw(self, get: Getter, events: Iterable[Any]) -> Any:
         for rule in self._argument_rules:
             if rule.matches_attributes(get):
-                value = get(rule.arguments)  # type: ignore[arg-type]
+                value = get(rule.arguments)  # type: ignore[arg-type]  # set for this rule (checked at load)
                 if value is not None:
                     return content.plain(value)
         value = _first_recorded(get, _ARGUMENT_SOURCES)
@@ -346,7 +346,7 @@ class Mapper:
     def _result_raw(self, get: Getter, events: Iterable[Any]) -> Any:
         for rule in self._result_rules:
             if rule.matches_attributes(get):
-                value = get(rule.result)  # type: ignore[arg-type]
+                value = get(rule.result)  # type: ignore[arg-type]  # set for this rule (checked at load)
                 if value is not None:
                     return content.plain(value)
         value = _first_recorded(get, _RESULT_SOURCES)

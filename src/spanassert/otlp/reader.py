@@ -515,7 +515,7 @@ def _read_binpb(name: str, stream: Any) -> Iterator[_Item]:
 def _read_exactly(stream: Any, n: int) -> bytes:
     # Read in chunks so a garbage length from a non-seekable stream does not allocate it up front.
     if n <= _CHUNK * 16:
-        return stream.read(n)  # type: ignore[no-any-return]
+        return stream.read(n)  # type: ignore[no-any-return]  # a file object, untyped
     parts = []
     left = n
     while left:

@@ -39,4 +39,4 @@ def test_outcomes(episode: EpisodeResult) -> List[TestOutcome]:
     return [TestOutcome(t, rs) for t, rs in by_test.items()]
 
 
-test_outcomes.__test__ = False  # type: ignore[attr-defined]
+test_outcomes.__test__ = False  # type: ignore[attr-defined]  # tells pytest this is no test

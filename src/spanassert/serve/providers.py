@@ -43,6 +43,7 @@ def meter_provider_from_env() -> Any:
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
     else:
+        # the ignore below: the HTTP exporter under the gRPC one's name
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter  # type: ignore[assignment]
     return MeterProvider(resource=_resource(), metric_readers=[PeriodicExportingMetricReader(OTLPMetricExporter())])
 
@@ -59,6 +60,7 @@ def logger_provider_from_env() -> Any:
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
     else:
+        # the ignore below: the HTTP exporter under the gRPC one's name
         from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter  # type: ignore[assignment]
     provider = LoggerProvider(resource=_resource())
     provider.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter()))

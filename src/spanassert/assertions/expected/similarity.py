@@ -43,7 +43,7 @@ def resolve_embedder(setting: Any, ctx: BuildContext, field: str = "semantic_sim
                       hint="set settings.embedder: 'module:function' (a function from text to a vector of floats)")
         return None
     if callable(setting):
-        return setting  # type: ignore[no-any-return]
+        return setting  # type: ignore[no-any-return]  # a user's callable, checked by calling it
     if isinstance(setting, str) and ":" in setting:
         module_name, _, attr = setting.partition(":")
         try:
@@ -53,7 +53,7 @@ def resolve_embedder(setting: Any, ctx: BuildContext, field: str = "semantic_sim
                       hint="settings.embedder must name an importable function, as module:function")
             return None
         if callable(fn):
-            return fn  # type: ignore[no-any-return]
+            return fn  # type: ignore[no-any-return]  # a user's callable, checked by calling it
     ctx.error(E_CFG_EMBEDDER, f"settings.embedder {setting!r} is not a function", field=field,
               hint="give settings.embedder as module:function")
     return None

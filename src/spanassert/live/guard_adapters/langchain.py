@@ -94,7 +94,7 @@ def guard_middleware(guard: Guard, *, trace_calls: bool = True) -> Any:
     sync_wrapper = wrap_tool_call(guard, trace_calls=trace_calls)
     async_wrapper = awrap_tool_call(guard, trace_calls=trace_calls)
 
-    class SpanAssertGuardMiddleware(AgentMiddleware):  # type: ignore[misc]
+    class SpanAssertGuardMiddleware(AgentMiddleware):  # type: ignore[misc]  # the framework's class is untyped here
         """spanassert's guard: refuses a call that breaks an ``action: block`` rule."""
 
         def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:

@@ -81,7 +81,7 @@ def run_mcp_proxy(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     try:
         import anyio
-        import mcp  # noqa: F401
+        import mcp  # noqa: F401 -- imported first to name the missing extra
     except ImportError as exc:
         err.write(f"{PROG}: the mcp package is not installed ({exc}); install it with "
                   f"`pip install 'spanassert[mcp]'` (Python 3.10+)\n")
@@ -153,6 +153,7 @@ def span_exporters(export_path: Optional[str]) -> List[Any]:
             if protocol == "grpc":
                 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
             elif protocol == "http/protobuf":
+                # the ignore below: one name for the gRPC or the HTTP exporter
                 from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[assignment]
                     OTLPSpanExporter,
                 )
@@ -548,6 +549,7 @@ async def _serve(command: Sequence[str], telemetry: ProxyTelemetry, streams: Opt
     stdin, stdout = streams if streams is not None else (None, None)
 
     with anyio.CancelScope() as everything:
+        # the ignore below: mcp annotates narrower streams than anyio's
         async with stdio_server(stdin=stdin, stdout=stdout) as (client_read, client_write):  # type: ignore[arg-type]
             try:
                 async with stdio_client(params, errlog=sys.stderr) as (server_read, server_write), \

@@ -79,7 +79,7 @@ def _traced(guard: Guard, name: str, invoke: _Invoke) -> _Invoke:
             set_result(span, result)
             return result
 
-    on_invoke_tool.__spanassert_traced__ = True  # type: ignore[attr-defined]
+    on_invoke_tool.__spanassert_traced__ = True  # type: ignore[attr-defined]  # a marker on the function object
     return on_invoke_tool
 
 

@@ -48,7 +48,7 @@ def guard_capability(guard: Guard, *, trace_calls: bool = True) -> Any:
     AbstractCapability: Any = require("pydantic_ai.capabilities", "pydantic-ai").AbstractCapability
     SkipToolExecution = require("pydantic_ai.exceptions", "pydantic-ai").SkipToolExecution
 
-    class SpanAssertGuard(AbstractCapability[Any]):  # type: ignore[misc]
+    class SpanAssertGuard(AbstractCapability[Any]):  # type: ignore[misc]  # the framework's class is untyped here
         """spanassert's guard: decides each tool call before it runs."""
 
         async def wrap_tool_execute(self, ctx: Any, *, call: Any, tool_def: Any, args: Any,
