@@ -147,3 +147,36 @@ def test_an_occupied_http_port_after_grpc_started_exits_2_naming_the_option(tmp_
     assert proc.returncode == 2, proc.stderr
     assert f"--http-endpoint 127.0.0.1:{port}: cannot listen there" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_backlog_in_the_engine_does_not_split_a_trace_whose_spans_arrived_together(tmp_path: Path) -> None:
+    # Two requests carry one trace: A its root and a lookup, B (sent right after A) its search. The
+    # engine falls behind between taking A and taking B (judging another trace stalls it for 1.2 s,
+    # as a loaded machine would). --settle counts from when a span arrived, not from when the busy
+    # engine got to it: the trace is judged whole, not without B's search (a false red, and its
+    # search then a late span).
+    pause = tmp_path / "pause"
+    s = Serve(tmp_path, "--settle", "0.3", "--rootless-wait", "0.3", rules=_rules("stall", 1.2),
+              env={**FAULT_ENV, "SPANASSERT_TEST_PAUSE_FILE": str(pause)})
+    try:
+        assert _send(s, 1, ["explode"]) == 200  # trace 2: its judging stalls the engine
+        s.wait_for(lambda: s.health()["queue_depth"] == 0)
+        pause.write_text("")
+        time.sleep(0.5)  # the engine's pending get has returned; it now waits on the pause file
+        whole = json_episode(0, [("lookup", None), ("search", None)])  # trace 1: children, then root
+        a = [whole[0], whole[2]]
+        b = json_episode(2, [("search", None)]) + [whole[1]]  # trace 3 first, then trace 1's search
+        assert post(s.url + "/v1/traces", json.dumps(json_request(a)).encode(), "application/json")[0] == 200
+        assert post(s.url + "/v1/traces", json.dumps(json_request(b)).encode(), "application/json")[0] == 200
+        pause.unlink()
+        s.wait_for(lambda: s.health()["open_episodes"] == 0 and s.health()["buffered_traces"] == 0
+                   and s.health()["queue_depth"] == 0)
+        code, _, report = s.stop()
+    finally:
+        s.kill()
+    assert code == 0, s.stderr()
+    decided = {ep["trace_id"]: ep for ep in report["episodes"]}
+    first = decided[f"{1:032x}"]
+    assert {r["test"]: r["verdict"] for r in first["results"]}["must-search"] == "passed", first
+    assert first["close_reason"] == "root_ended" and not first.get("amended"), first
+    assert [line for line in s.violation_lines() if f"trace {1:032x}" in line] == []

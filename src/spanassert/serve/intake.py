@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
@@ -11,12 +12,13 @@ from ..core.model import SpanRecord
 class Batch:
     """The usable spans of one request, and (when forwarding) their protobuf form."""
 
-    __slots__ = ("records", "wire")
+    __slots__ = ("records", "wire", "arrived")
 
     def __init__(self, records: List[SpanRecord], wire: Optional[Dict[Tuple[str, str], Any]]) -> None:
         self.records = records
         # (trace id, span id) -> (ResourceSpans, ScopeSpans, Span) of a protobuf request; None for JSON.
         self.wire = wire
+        self.arrived = 0.0  # time.monotonic() when it was queued (set by IntakeQueue.put)
 
 
 class IntakeQueue:
@@ -35,6 +37,7 @@ class IntakeQueue:
         with self._cond:
             if self.closed or self.depth + n > self.max_spans:
                 return False
+            batch.arrived = time.monotonic()  # under the lock: arrival order is queue order
             self._items.append(batch)
             self.depth += n
             self.accepted += n
@@ -50,6 +53,12 @@ class IntakeQueue:
             batch = self._items.popleft()
             self.depth -= len(batch.records)
             return batch
+
+    def horizon(self, now: float) -> float:
+        """When the oldest queued request arrived (``now`` if none is queued): every span that
+        arrived before it has been taken by the engine thread."""
+        with self._cond:
+            return min(self._items[0].arrived, now) if self._items else now
 
     def close(self) -> None:
         """No more puts; what is queued is still handed out."""

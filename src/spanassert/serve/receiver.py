@@ -304,12 +304,15 @@ class Receiver:
                         self.unjudged_spans += len(batch.records)
                     self.unjudged_spans += self.queue.discard()
                     break
+                # The buffer's clock is arrival time: --settle and the rootless wait count from when
+                # spans arrived, not from when a busy engine got to them, so a backlog does not
+                # judge a trace before spans that arrived with it are taken in.
                 if batch is not None:
-                    self._take(batch, now)
+                    self._take(batch, min(batch.arrived, now))
                 elif self.queue.drained():
                     break
                 if now >= next_tick:
-                    for trace in self.buffer.due(now):
+                    for trace in self.buffer.due(self.queue.horizon(now)):
                         self._feed(trace)
                     # Attribute-keyed episodes (and traces whose root never came) close on the
                     # wall clock, as in the live processor.
