@@ -133,7 +133,7 @@ def run(episodes: int = 2000, rounds: int = 5) -> List[Dict[str, str]]:
             fs, bs = alternate(_rate(lambda f=fields_fn, p=path: f(p), n), _rate(lambda f=base_fn, p=path: f(p), n),
                                rounds=rounds)
             rate_row(f"floor, {label}: baseline + reading the mapped fields (no engine)", fs, bs, base_label, None)
-        rows.append(_jobs_row(d, 6000 if episodes >= 1000 else episodes, rounds))
+        rows.append(_jobs_row(d, 4000 if episodes >= 1000 else episodes, 3))
     return rows
 
 
