@@ -17,7 +17,7 @@ Two ways an agent goes round in circles, both judged incrementally:
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Deque, Dict, List, Optional
+from typing import Any, Dict, List, MutableSequence, Optional
 
 from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, Assertion, BuildContext, Field, register
@@ -30,6 +30,7 @@ from .values import canonical_digest
 MAX_DISTINCT_CALLS = 4096
 MAX_WINDOW = 10_000
 MAX_CYCLE_LENGTH = 8
+_SMALL = 64  # windows up to this many calls are kept in a list
 
 
 def _ordinal(n: int) -> str:
@@ -50,11 +51,14 @@ class NoRepeatState:
 
     def __init__(self, window: Optional[int], cycle_length: int) -> None:
         self.counts: Dict[bytes, int] = {}
-        self.recent: Optional[Deque[bytes]] = deque() if window else None
+        # A deque's first block holds 64 items (about 600 bytes per open episode): small windows
+        # and the last names are plain lists, whose first item is dropped as they grow past it.
+        self.recent: Optional[MutableSequence[bytes]] = (
+            None if not window else [] if window <= _SMALL else deque())
         self.overflow = 0  # calls not counted because the cap was reached
         self.undecided = 0  # calls whose arguments were not recorded or not readable
         self.checked = 0
-        self.names: Deque[str] = deque(maxlen=max(cycle_length, 1))
+        self.names: List[str] = []  # the last `cycle_length` tool names
         self.runs: List[int] = [0] * (cycle_length + 1)
         self.first_failure: Optional[str] = None
         self.open = 0
@@ -126,6 +130,8 @@ class NoRepeatAssertion(Assertion):
             else:
                 runs[p] = 0
         names.append(call.name)
+        if len(names) > self.cycle_length:
+            del names[0]
         if state.cycled:
             return None
         for p in range(2, self.cycle_length + 1):
@@ -160,7 +166,8 @@ class NoRepeatAssertion(Assertion):
         if state.recent is not None:
             state.recent.append(key)
             if len(state.recent) > (self.window or 0):
-                old = state.recent.popleft()
+                recent = state.recent
+                old = recent.popleft() if isinstance(recent, deque) else recent.pop(0)
                 left = counts[old] - 1
                 if left:
                     counts[old] = left

@@ -80,8 +80,8 @@ class SensitiveState:
         self.undecided = 0
         self.open = 0
         # call -> whether the scan of its arguments at start was complete (nothing was found):
-        # when the end carries the same arguments, they are not scanned again.
-        self.cleared_at_start: Dict[ToolCall, bool] = {}
+        # when the end carries the same arguments, they are not scanned again. Made at first use.
+        self.cleared_at_start: Optional[Dict[ToolCall, bool]] = None
 
 
 @register
@@ -158,8 +158,11 @@ class NoSensitiveDataAssertion(Assertion):
             hit, complete = find_in_value(call.arguments, self.names)
             if hit is not None:
                 return self._found(state, call, "arguments", hit)
-            if len(state.cleared_at_start) < _MAX_CLEARED:
-                state.cleared_at_start[call] = complete
+            cleared = state.cleared_at_start
+            if cleared is None:
+                cleared = state.cleared_at_start = {}
+            if len(cleared) < _MAX_CLEARED:
+                cleared[call] = complete
         return None
 
     def on_call_end(self, state: SensitiveState, call: ToolCall) -> Optional[Failure]:
