@@ -204,3 +204,37 @@ def test_shell_commands_exit_as_stated(block: Block, workdir: Path) -> None:
                               text=True, timeout=120)
         assert proc.returncode == code, (f"{block.where}: `{command}` exited {proc.returncode}, expected {code}\n"
                                          f"{proc.stdout}\n{proc.stderr}")
+
+
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation other than '-' and '_' dropped,
+    spaces to '-'."""
+    text = re.sub(r"[`*]", "", heading.strip().lower())
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def _anchors(doc: Path) -> set:
+    text = FENCE.sub("", doc.read_text(encoding="utf-8"))
+    return {_slug(m.group(1)) for m in re.finditer(r"^#{1,6} (.+)$", text, re.M)}
+
+
+def test_every_relative_link_in_the_docs_reaches_a_file_and_a_heading() -> None:
+    broken: List[str] = []
+    for doc in DOCS:
+        text = FENCE.sub(lambda m: "\n" * m.group(0).count("\n"), doc.read_text(encoding="utf-8"))
+        for m in _LINK.finditer(text):
+            target = m.group(1)
+            if re.match(r"[a-z]+:", target):
+                continue  # http(s), mailto: not fetched (no network)
+            path, _, anchor = target.partition("#")
+            dest = (doc.parent / path).resolve() if path else doc
+            where = f"{doc.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}"
+            if not dest.exists():
+                broken.append(f"{where}: {target} (no such file)")
+            elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+                broken.append(f"{where}: {target} (no heading with that anchor)")
+    assert not broken, "broken links:\n" + "\n".join(broken)
