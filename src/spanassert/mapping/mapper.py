@@ -12,100 +12,71 @@ from __future__ import annotations
 
 import gc
 from types import MappingProxyType
-from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..config.model import MappingRule
 from . import _content as content
-from ._rules import ROLE_AGENT, ROLE_OTHER, ROLE_STEP, ROLE_TOOL, CompiledRule, Getter, compile_rules
+from ._rules import ROLE_OTHER, ROLE_STEP, ROLE_TOOL, CompiledRule, Getter, compile_rules
+from .conventions import (
+    AGENT_PREFIXES,
+    ARGUMENT_SOURCES,
+    EMB_MODEL,
+    EMB_REFERENCE,
+    EMB_RESPONSE,
+    EMB_SOURCE_REFERENCE,
+    ERROR_OTHER,
+    ERROR_TYPE,
+    EV_CHOICE,
+    EV_DETAILS,
+    EV_EXCEPTION,
+    EV_TOOL_MESSAGE,
+    GENAI_AGENT_NAME,
+    GENAI_CALL_ID,
+    GENAI_CONVERSATION,
+    GENAI_INPUT_MESSAGES,
+    GENAI_OUTPUT_MESSAGES,
+    GENAI_TOOL_DEFINITIONS,
+    GENAI_TOOL_NAME,
+    GENAI_WORKFLOW_NAME,
+    MCP_METHOD,
+    MCP_SESSION,
+    NAME_INITIALS,
+    NAME_PREFIXES,
+    NAME_SUFFIXES,
+    OI_AGENT_NAME,
+    OI_INPUT,
+    OI_KIND,
+    OI_LLM_TOOLS_PREFIX,
+    OI_LLM_TOOLS_SUFFIX,
+    OI_OUTPUT,
+    OI_SESSION,
+    OI_TOOL_ID,
+    OI_TOOL_JSON_SCHEMA,
+    OI_TOOL_NAME,
+    OI_TOOL_PARAMETERS,
+    OPENINFERENCE_ROLES,
+    OPERATION,
+    OPERATION_ROLES,
+    PYD2_AGENT_NAME,
+    PYD_FINAL_RESULT,
+    RESULT_SOURCES,
+    STATUS_ERROR,
+    STRANDS_TOOL_STATUS,
+    TL_ENTITY_NAME,
+    TL_ENTITY_OUTPUT,
+    TL_KIND,
+    TL_REQUEST_TYPE,
+    TL_SESSION,
+    TL_WORKFLOW_NAME,
+    TOOL_PREFIX,
+    TRACELOOP_REQUEST_TYPES,
+    TRACELOOP_ROLES,
+    role_from_name,
+    surely_other,
+)
 
-# -- attribute names ------------------------------------------------------------------------------
-# OTel GenAI
-OPERATION = "gen_ai.operation.name"
-GENAI_TOOL_NAME = "gen_ai.tool.name"
-GENAI_CALL_ID = "gen_ai.tool.call.id"
-GENAI_ARGUMENTS = "gen_ai.tool.call.arguments"
-GENAI_RESULT = "gen_ai.tool.call.result"
-GENAI_AGENT_NAME = "gen_ai.agent.name"
-GENAI_WORKFLOW_NAME = "gen_ai.workflow.name"
-GENAI_OUTPUT_MESSAGES = "gen_ai.output.messages"
-GENAI_INPUT_MESSAGES = "gen_ai.input.messages"
-GENAI_CONVERSATION = "gen_ai.conversation.id"
-GENAI_TOOL_DEFINITIONS = "gen_ai.tool.definitions"
-ERROR_TYPE = "error.type"
-MCP_METHOD = "mcp.method.name"
-MCP_SESSION = "mcp.session.id"
-# OpenInference
-OI_KIND = "openinference.span.kind"
-OI_TOOL_NAME = "tool.name"
-OI_TOOL_ID = "tool.id"
-OI_INPUT = "input.value"
-OI_OUTPUT = "output.value"
-# Precomputed embeddings (Assay's trace meta `assay.embeddings.*`, as span attributes): the final
-# output's vector, the reference text's vector, and the reference text that vector is of.
-EMB_RESPONSE = "assay.embeddings.response"
-EMB_REFERENCE = "assay.embeddings.reference"
-EMB_SOURCE_REFERENCE = "assay.embeddings.source_reference"
-EMB_MODEL = "assay.embeddings.model"
-OI_AGENT_NAME = "agent.name"
-OI_SESSION = "session.id"
-OI_TOOL_JSON_SCHEMA = "tool.json_schema"
-OI_TOOL_PARAMETERS = "tool.parameters"
-OI_LLM_TOOLS_PREFIX = "llm.tools."  # llm.tools.<i>.tool.json_schema (flattened)
-OI_LLM_TOOLS_SUFFIX = ".tool.json_schema"
-# OpenLLMetry / Traceloop
-TL_KIND = "traceloop.span.kind"
-TL_ENTITY_NAME = "traceloop.entity.name"
-TL_ENTITY_INPUT = "traceloop.entity.input"
-TL_ENTITY_OUTPUT = "traceloop.entity.output"
-TL_WORKFLOW_NAME = "traceloop.workflow.name"
-TL_SESSION = "traceloop.association.properties.session_id"
-TL_REQUEST_TYPE = "llm.request.type"  # older Traceloop model spans ("chat", "completion")
-# Google ADK
-ADK_ARGUMENTS = "gcp.vertex.agent.tool_call_args"
-ADK_RESULT = "gcp.vertex.agent.tool_response"
-# pydantic-ai instrumentation version 2
-PYD2_ARGUMENTS = "tool_arguments"
-PYD2_RESULT = "tool_response"
-PYD2_AGENT_NAME = "agent_name"
-PYD_FINAL_RESULT = "final_result"
-# Strands
-STRANDS_TOOL_STATUS = "gen_ai.tool.status"
-EV_DETAILS = "gen_ai.client.inference.operation.details"
-EV_TOOL_MESSAGE = "gen_ai.tool.message"
-EV_CHOICE = "gen_ai.choice"
-EV_EXCEPTION = "exception"
-
-STATUS_ERROR = 2  # OTLP numbering
-ERROR_OTHER = "_OTHER"
-
-_OPERATION_ROLES = {
-    "execute_tool": ROLE_TOOL,
-    "invoke_agent": ROLE_AGENT,
-    "invoke_workflow": ROLE_AGENT,
-    "chat": ROLE_STEP,
-    "text_completion": ROLE_STEP,
-    "generate_content": ROLE_STEP,
-}
-_OPENINFERENCE_ROLES = {
-    "TOOL": ROLE_TOOL,
-    "AGENT": ROLE_AGENT,
-    "LLM": ROLE_STEP,
-    "tool": ROLE_TOOL,
-    "agent": ROLE_AGENT,
-    "llm": ROLE_STEP,
-}
-_TRACELOOP_ROLES = {"tool": ROLE_TOOL, "agent": ROLE_AGENT, "workflow": ROLE_AGENT}
-_TRACELOOP_REQUEST_TYPES = ("chat", "completion")
-
-# Span-name markers (pydantic-ai v2, Traceloop, names without attributes), tested last.
-_NAME_PREFIXES = ("execute_tool", "invoke_agent", "invoke_workflow", "running tool", "agent run")
-_NAME_SUFFIXES = (".tool", ".llm")
-_NAME_INITIALS = frozenset(p[0] for p in _NAME_PREFIXES)
-_TOOL_PREFIX = "execute_tool "
-# Every attribute whose presence can make a span a tool, agent or step (see ``Mapper.role``).
-_MARKER_KEYS = (OPERATION, OI_KIND, TL_KIND, MCP_METHOD, TL_REQUEST_TYPE)
-_AGENT_PREFIXES = ("invoke_agent ", "invoke_workflow ")
-
+# ``surely_other`` lives with the conventions; the live processor imports it from here.
+__all__ = ["Mapper", "lookup", "surely_other"]
 
 def lookup(attributes: Mapping[str, Any]) -> Getter:
     """A ``get`` for the attribute mapping that does not raise internally on a missing key.
@@ -133,39 +104,11 @@ def lookup(attributes: Mapping[str, Any]) -> Getter:
     return attributes.get
 
 
-def surely_other(name: str, attributes: Mapping[str, Any], _dict: type = dict,
-                 _markers: Tuple[str, ...] = _MARKER_KEYS, _initials: FrozenSet[str] = _NAME_INITIALS,
-                 _suffixes: Tuple[str, ...] = _NAME_SUFFIXES) -> bool:
-    """True for a span that is surely no GenAI span, by the built-in conventions: no marker
-    attribute, no marker name. One C-level scan of the keys and cheap name guards; False also when
-    it cannot tell cheaply (``Mapper.role`` then decides). The hot path of every span an agent makes
-    that is not about its model or tools; with user mapping rules it does not apply."""
-    if type(attributes) is not _dict:
-        attributes = getattr(attributes, "_dict", None)  # type: ignore[assignment]  # the SDK's BoundedAttributes; checked below
-        if type(attributes) is not _dict:
-            return False
-    return (attributes.keys().isdisjoint(_markers) and name[:1] not in _initials
-            and not ("." in name and name.endswith(_suffixes)))
-
-
 def _text(value: Any) -> Optional[str]:
     if value is None:
         return None
     text = value if isinstance(value, str) else str(value)
     return text if text.strip() else None
-
-
-def _role_from_name(name: str) -> int:
-    """The slow half of the name test, reached only when a marker prefix/suffix matched."""
-    if name == "execute_tool" or name.startswith(_TOOL_PREFIX) or name == "running tool":
-        return ROLE_TOOL
-    if name in ("invoke_agent", "invoke_workflow", "agent run") or name.startswith(_AGENT_PREFIXES):
-        return ROLE_AGENT
-    if name.endswith(".tool") and len(name) > 5:
-        return ROLE_TOOL
-    if name.endswith(".llm") and len(name) > 4:
-        return ROLE_STEP
-    return ROLE_OTHER
 
 
 def _events_named(events: Iterable[Any], name: str) -> Iterable[Mapping[str, Any]]:
@@ -174,24 +117,6 @@ def _events_named(events: Iterable[Any], name: str) -> Iterable[Mapping[str, Any
             attributes = getattr(event, "attributes", None)
             if attributes:
                 yield attributes
-
-
-# Where each convention records a call's arguments and result, in order of precedence, with the
-# function that removes its wrapper (LangChain's, Traceloop's entity input/output).
-_ARGUMENT_SOURCES: Tuple[Tuple[str, Callable[[Any], Any]], ...] = (
-    (GENAI_ARGUMENTS, content.unwrap_arguments),
-    (OI_INPUT, content.plain),
-    (TL_ENTITY_INPUT, content.unwrap_entity_input),
-    (ADK_ARGUMENTS, content.plain),
-    (PYD2_ARGUMENTS, content.plain),
-)
-_RESULT_SOURCES: Tuple[Tuple[str, Callable[[Any], Any]], ...] = (
-    (GENAI_RESULT, content.unwrap_result),
-    (OI_OUTPUT, content.plain),
-    (TL_ENTITY_OUTPUT, content.unwrap_result),
-    (ADK_RESULT, content.plain),
-    (PYD2_RESULT, content.plain),
-)
 
 
 _NOT_RECORDED = object()
@@ -243,28 +168,28 @@ class Mapper:
                     return rule.role
         marker = get(OPERATION)
         if marker is not None and isinstance(marker, str):
-            found = _OPERATION_ROLES.get(marker)
+            found = OPERATION_ROLES.get(marker)
             if found is not None:
                 return found
         marker = get(OI_KIND)
         if marker is not None and isinstance(marker, str):
-            found = _OPENINFERENCE_ROLES.get(marker)
+            found = OPENINFERENCE_ROLES.get(marker)
             if found is not None:
                 return found
         marker = get(TL_KIND)
         if marker is not None and isinstance(marker, str):
-            found = _TRACELOOP_ROLES.get(marker)
+            found = TRACELOOP_ROLES.get(marker)
             if found is not None:
                 return found
         if get(MCP_METHOD) == "tools/call":
             return ROLE_TOOL
-        if get(TL_REQUEST_TYPE) in _TRACELOOP_REQUEST_TYPES:
+        if get(TL_REQUEST_TYPE) in TRACELOOP_REQUEST_TYPES:
             return ROLE_STEP
         # Name markers last; the first-letter and "." guards skip most names cheaply.
-        if name[:1] in _NAME_INITIALS and name.startswith(_NAME_PREFIXES):
-            return _role_from_name(name)
-        if "." in name and name.endswith(_NAME_SUFFIXES):
-            return _role_from_name(name)
+        if name[:1] in NAME_INITIALS and name.startswith(NAME_PREFIXES):
+            return role_from_name(name)
+        if "." in name and name.endswith(NAME_SUFFIXES):
+            return role_from_name(name)
         return ROLE_OTHER
 
     def _rule_for(self, name: str, get: Getter) -> Optional[CompiledRule]:
@@ -293,8 +218,8 @@ class Mapper:
             found = _text(get(key))
             if found is not None:
                 return found
-        if name.startswith(_TOOL_PREFIX):
-            return _text(name[len(_TOOL_PREFIX) :].strip())
+        if name.startswith(TOOL_PREFIX):
+            return _text(name[len(TOOL_PREFIX) :].strip())
         if name.endswith(".tool"):
             return _text(name[: -len(".tool")])
         if get(MCP_METHOD) == "tools/call" and name.startswith("tools/call "):
@@ -336,7 +261,7 @@ class Mapper:
                 value = get(rule.arguments)  # type: ignore[arg-type]  # set for this rule (checked at load)
                 if value is not None:
                     return content.plain(value)
-        value = _first_recorded(get, _ARGUMENT_SOURCES)
+        value = _first_recorded(get, ARGUMENT_SOURCES)
         return self._strands_arguments(events) if value is _NOT_RECORDED else value
 
     def result_raw(self, attributes: Mapping[str, Any], events: Iterable[Any] = ()) -> Any:
@@ -349,7 +274,7 @@ class Mapper:
                 value = get(rule.result)  # type: ignore[arg-type]  # set for this rule (checked at load)
                 if value is not None:
                     return content.plain(value)
-        value = _first_recorded(get, _RESULT_SOURCES)
+        value = _first_recorded(get, RESULT_SOURCES)
         return self._strands_result(events) if value is _NOT_RECORDED else value
 
     @staticmethod
@@ -490,7 +415,7 @@ class Mapper:
             found = _text(get(key))
             if found is not None:
                 return found
-        for prefix in _AGENT_PREFIXES:
+        for prefix in AGENT_PREFIXES:
             if name.startswith(prefix):
                 return _text(name[len(prefix) :].strip())
         if get(OI_KIND) in ("AGENT", "agent"):

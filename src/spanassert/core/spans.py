@@ -1,0 +1,71 @@
+"""Finished spans as files and the OTLP receiver deliver them, decoded from OTLP.
+
+Nothing here knows the OpenTelemetry SDK: the readers and the receiver build these records, and
+the engine reads them like the SDK's spans.
+"""
+from __future__ import annotations
+
+from dataclasses import field
+from typing import Any, Dict, List, Mapping, Optional
+
+from .records import record
+
+
+class SpanEvent:
+    """A span event as files and the receiver deliver it (same duck type as the SDK's ``Event``)."""
+
+    __slots__ = ("name", "timestamp", "attributes")
+
+    def __init__(self, name: str, timestamp: int = 0, attributes: Optional[Mapping[str, Any]] = None) -> None:
+        self.name = name
+        self.timestamp = timestamp
+        self.attributes: Mapping[str, Any] = attributes or {}
+
+    def __repr__(self) -> str:
+        return f"SpanEvent({self.name!r})"
+
+
+# The events of a span that has none, shared by every such decoded span (read-only: nothing appends
+# to a record's events). Replay holds many records at once; an empty list each is one more object
+# per span for the garbage collector to scan.
+NO_EVENTS: List[SpanEvent] = ()  # type: ignore[assignment]  # an empty tuple: read-only and shared
+
+
+@record
+class SpanRecord:
+    """A finished span decoded from OTLP (a file line, a protobuf message, a receiver request).
+
+    Ids are lowercase hex (trace 32 chars, span 16); ``parent_span_id`` is None for a root.
+    ``kind`` and ``status_code`` use OTLP numbering (kind 1=INTERNAL … 5=CONSUMER; status 0 UNSET,
+    1 OK, 2 ERROR). Attribute values are decoded AnyValues: str, bool, int, float, bytes, list
+    (arrayValue) or dict (kvlistValue). ``source`` says where it came from ("file.jsonl:12").
+    """
+
+    trace_id: str
+    span_id: str
+    parent_span_id: Optional[str] = None
+    name: str = ""
+    kind: int = 1
+    start_ns: int = 0
+    end_ns: int = 0
+    attributes: Dict[str, Any] = field(default_factory=dict)
+    status_code: int = 0
+    status_message: str = ""
+    events: List[SpanEvent] = field(default_factory=list)
+    resource: Dict[str, Any] = field(default_factory=dict)
+    scope: str = ""
+    source: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        # Decoders give an empty parent id for a root, and None for an absent map or list.
+        if not self.parent_span_id:
+            self.parent_span_id = None
+        if self.attributes is None:
+            self.attributes = {}
+        if not self.events:
+            self.events = []
+        if self.resource is None:
+            self.resource = {}
+
+    def __repr__(self) -> str:
+        return f"SpanRecord({self.name!r}, trace={self.trace_id[:8]}…, span={self.span_id})"

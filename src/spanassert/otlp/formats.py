@@ -1,0 +1,36 @@
+"""What the OTLP readers share: the bytes that tell the input forms apart, their bounds, what a
+reader yields, and the optional zstd module."""
+from __future__ import annotations
+
+from typing import Any, List, Optional, Tuple, Union
+
+from spanassert.core.model import SpanRecord
+from spanassert.otlp.issues import ERROR, InputIssue
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+GZIP_MAGIC = b"\x1f\x8b"
+BOM = b"\xef\xbb\xbf"
+WHITESPACE = b" \t\r\n"
+
+# A frame longer than this is taken as a sign the file is not length-prefixed at all.
+MAX_FRAME_BYTES = 1 << 30
+CHUNK = 1 << 16
+ZSTD_INSTALL_HINT = "pip install 'spanassert[zstd]'"
+
+# What a file reader yields: the records of one line/message, or an issue.
+Item = Union[List[SpanRecord], InputIssue]
+
+
+def zstd_module(name: str) -> Tuple[Any, Optional[InputIssue]]:
+    try:
+        import zstandard
+    except ImportError:
+        return None, InputIssue(
+            name,
+            None,
+            None,
+            f"this input is zstd-compressed and the optional 'zstandard' module is not installed; "
+            f"install it with: {ZSTD_INSTALL_HINT}",
+            ERROR,
+        )
+    return zstandard, None
