@@ -119,3 +119,20 @@ def test_from_needs_a_tool() -> None:
     text = "version: 1\ntests:\n  - id: t\n    assertions:\n      - type: trace_no_flow\n        from: {path: a}\n        to: {}\n"
     with pytest.raises(ConfigError):
         load_config(text)
+
+
+@pytest.mark.parametrize("arguments, where", [
+    ({EMAIL: "cc"}, "$ (an object key)"),
+    ({"recipients": {f"<{EMAIL}>": {"role": "to"}}}, "$.recipients (an object key)"),
+    ({"batch": [{"body": "hello"}, {EMAIL: True}]}, "$.batch[1] (an object key)"),
+])
+def test_a_source_value_used_as_an_object_key_of_the_sink_flows_too(arguments: Dict[str, Any], where: str) -> None:
+    """Arguments keyed by the value read (a mapping of recipients by address) carry it: they were
+    judged `passed` before keys were looked at. The key itself is never shown."""
+    run = drive(SPEC, [lookup(), ok("send_email", arguments)])
+    assert run.verdict is Verdict.FAILED
+    assert f"appears in the arguments of `send_email` at {where}," in run.first.failure.message
+    assert EMAIL not in " ".join(run.messages)
+    narrowed = dict(SPEC, to={"tool": "send_email", "path": "recipients"})
+    assert drive(narrowed, [lookup(), ok("send_email", {"recipients": {EMAIL: 1}})]).verdict is Verdict.FAILED
+    assert drive(narrowed, [lookup(), ok("send_email", {"cc": {EMAIL: 1}, "recipients": {}})]).verdict is Verdict.PASSED

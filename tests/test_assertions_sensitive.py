@@ -163,3 +163,31 @@ def test_a_result_cut_by_the_bound_is_never_cleared_but_what_it_shows_still_fail
     assert cut_after["flow"] is Verdict.INCONCLUSIVE
     # Before the cut it is found.
     assert cut_before["pii"] is Verdict.FAILED
+
+
+@pytest.mark.parametrize("arguments, where", [
+    ({"jane@example.com": "cc"}, "$ (an object key)"),  # flat arguments keyed by an address
+    ({"recipients": {"jane@example.com": {"role": "cc"}}}, "$.recipients (an object key)"),
+    ({"batch": [{"note": "ok"}, {CARD: True}]}, "$.batch[1] (an object key)"),
+    ({"jane@example.com": {"card": CARD}}, "$ (an object key)"),  # the key is found before what is below it
+])
+def test_object_keys_are_content_too_and_the_key_is_never_shown(arguments: Dict[str, Any], where: str) -> None:
+    """A value a tool is called with can sit in an object key (a mapping keyed by e-mail address,
+    by card number, by token): it was judged `passed` before keys were scanned."""
+    run = drive(SPEC, [ok("notify", arguments)])
+    assert run.verdict is Verdict.FAILED
+    assert f"the arguments of `notify` at {where}," in run.first.failure.message
+    assert all("jane" not in m and "1111" not in m for m in run.messages)
+    results = drive(dict(SPEC, **{"in": "results"}), [ok("crm", {}, result=arguments)])
+    assert results.verdict is Verdict.FAILED and f"at {where}," in results.first.failure.message
+
+
+def test_keys_too_deep_or_too_many_to_scan_are_never_cleared() -> None:
+    deep: Dict[str, Any] = {"k": "v"}
+    for _ in range(100):
+        deep = {"k": deep}
+    assert drive(SPEC, [ok("notify", deep)]).verdict is Verdict.INCONCLUSIVE
+    wide = {"items": [{f"k{i}": 1} for i in range(11_000)]}
+    assert drive(SPEC, [ok("notify", wide)]).verdict is Verdict.INCONCLUSIVE
+    clean = {"recipients": {"team": {"role": "cc"}}, "n": [1, {"a": "b"}]}
+    assert drive(SPEC, [ok("notify", clean)]).verdict is Verdict.PASSED

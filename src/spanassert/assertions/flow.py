@@ -3,8 +3,8 @@
 A value read from a source tool's result must not reach a later call's arguments of a sink tool.
 The values are the string and number leaves of the source result (under ``from.path``) whose text
 has at least ``min_length`` characters; a value *reaches* a sink when its text occurs inside a string
-or number leaf of the sink's arguments (under ``to.path``), e.g. a customer's e-mail address read
-from ``lookup_customer`` and pasted into the body of ``send_email``.
+or number leaf or an object key of the sink's arguments (under ``to.path``), e.g. a customer's
+e-mail address read from ``lookup_customer`` and pasted into the body of ``send_email``.
 
 Nothing recorded is kept: per value, a hash of its first ``min_length`` characters (the anchor)
 and a 128-bit hash of the whole value; a sink text is scanned once, window by window, for anchors,
@@ -41,6 +41,9 @@ def _text(leaf: Any) -> Optional[str]:
     if isinstance(leaf, (int, float)) and not isinstance(leaf, bool):
         return repr(leaf) if isinstance(leaf, float) else str(leaf)
     return None
+
+
+_TOO_LONG = "(too long to scan)"  # what _source_in returns (compared by identity) for a text too long to scan
 
 
 class FlowState:
@@ -112,29 +115,53 @@ class NoFlowAssertion(Assertion):
         if not state.anchors:
             return None
         walk = Walk()
-        k = self.min_length
-        anchors = state.anchors
+        # Object keys first (arguments keyed by a value read from the source carry it too), each
+        # object's before anything below it, so a path shown holds no key that carries a value.
+        for path, node in walk.objects(call.arguments, self.sink_path):
+            for key in node:
+                if not isinstance(key, str) or len(key) < self.min_length:
+                    continue
+                found = self._source_in(state, key)
+                if found is None:
+                    continue
+                if found is _TOO_LONG:
+                    state.unknown_sinks += 1
+                    return None
+                return self._flowed(state, call, found, show_path(path) + " (an object key)")
         for path, leaf in walk.leaves(call.arguments, self.sink_path):
             text = _text(leaf)
-            if text is None or len(text) < k:
+            if text is None or len(text) < self.min_length:
                 continue
-            if len(text) > MAX_MATCH_CHARS:
+            found = self._source_in(state, text)
+            if found is None:
+                continue
+            if found is _TOO_LONG:
                 state.unknown_sinks += 1
                 return None
-            for i in range(len(text) - k + 1):
-                hits = anchors.get(hash(text[i:i + k]))
-                if hits is None:
-                    continue
-                for length, whole, where in hits:
-                    if i + length <= len(text) and digest(text[i:i + length]) == whole:
-                        return fail_first(
-                            state, call,
-                            f"a value read from {where} appears in the arguments of `{call.name}` at "
-                            f"{show_path(path)}, {call_ref(call)}; it must not flow there",
-                        )
+            return self._flowed(state, call, found, show_path(path))
         if walk.cut:
             state.unknown_sinks += 1
         return None
+
+    def _source_in(self, state: FlowState, text: str) -> Optional[str]:
+        """Where the source value that ``text`` contains was read, if any (``_TOO_LONG``: ``text``
+        is too long to scan)."""
+        if len(text) > MAX_MATCH_CHARS:
+            return _TOO_LONG
+        k = self.min_length
+        anchors = state.anchors
+        for i in range(len(text) - k + 1):
+            hits = anchors.get(hash(text[i:i + k]))
+            if hits is None:
+                continue
+            for length, whole, where in hits:
+                if i + length <= len(text) and digest(text[i:i + length]) == whole:
+                    return where
+        return None
+
+    def _flowed(self, state: FlowState, call: ToolCall, where: str, at: str) -> Failure:
+        return fail_first(state, call, f"a value read from {where} appears in the arguments of `{call.name}` at "
+                                       f"{at}, {call_ref(call)}; it must not flow there")
 
     def on_call_start(self, state: FlowState, call: ToolCall) -> Optional[Failure]:
         state.open += 1

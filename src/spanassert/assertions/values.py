@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 # A walk stops after this many leaves or this depth; the caller learns it was cut.
 MAX_LEAVES = 10_000
@@ -54,9 +54,34 @@ def show_path(parts: List[Any]) -> str:
     return out
 
 
+def _selected(value: Any, select: Tuple[str, ...]) -> List[Tuple[List[Any], Any, int]]:
+    """The nodes a selecting path (``items.*.id``) leads to, with their paths, deepest first in
+    reverse order (a stack to pop)."""
+    level: List[Tuple[List[Any], Any, int]] = [([], value, 0)]
+    for depth, key in enumerate(select):
+        below: List[Tuple[List[Any], Any, int]] = []
+        for path, node, _ in level:
+            if isinstance(node, dict):
+                items = list(node.items()) if key == "*" else ([(key, node[key])] if key in node else [])
+            elif isinstance(node, list):
+                if key == "*":
+                    items = list(enumerate(node))
+                elif key.isdigit() and int(key) < len(node):
+                    items = [(int(key), node[int(key)])]
+                else:
+                    items = []
+            else:
+                items = []
+            below.extend(([*path, k], v, depth + 1) for k, v in items)
+        level = below
+    level.reverse()
+    return level
+
+
 class Walk:
-    """The leaves of a value (strings, numbers, booleans, nulls) with their paths, under an optional
-    selecting path; ``cut`` is True afterwards when a bound stopped the walk early."""
+    """The leaves of a value (strings, numbers, booleans, nulls) or its objects, with their paths,
+    under an optional selecting path; ``cut`` is True afterwards when a bound stopped the walk
+    early."""
 
     __slots__ = ("cut",)
 
@@ -65,34 +90,19 @@ class Walk:
 
     def leaves(self, value: Any, select: Tuple[str, ...] = ()) -> Iterator[Tuple[List[Any], Any]]:
         count = 0
-        stack: List[Tuple[List[Any], Any, int]] = [([], value, 0)]
+        stack = _selected(value, select) if select else [([], value, 0)]
+        limit = MAX_DEPTH + len(select)
         while stack:
             path, node, depth = stack.pop()
-            if depth < len(select):
-                key = select[depth]
-                if isinstance(node, dict):
-                    items = list(node.items()) if key == "*" else ([(key, node[key])] if key in node else [])
-                elif isinstance(node, list):
-                    if key == "*":
-                        items = list(enumerate(node))
-                    elif key.isdigit() and int(key) < len(node):
-                        items = [(int(key), node[int(key)])]
-                    else:
-                        items = []
-                else:
-                    items = []
-                for k, v in reversed(items):
-                    stack.append(([*path, k], v, depth + 1))
-                continue
             if isinstance(node, dict):
-                if depth >= MAX_DEPTH + len(select):
+                if depth >= limit:
                     self.cut = True
                     continue
                 for k, v in reversed(list(node.items())):
                     stack.append(([*path, k], v, depth + 1))
                 continue
             if isinstance(node, list):
-                if depth >= MAX_DEPTH + len(select):
+                if depth >= limit:
                     self.cut = True
                     continue
                 stack.extend(([*path, i], node[i], depth + 1) for i in range(len(node) - 1, -1, -1))
@@ -102,6 +112,31 @@ class Walk:
                 self.cut = True
                 return
             yield path, node
+
+    def objects(self, value: Any, select: Tuple[str, ...] = ()) -> Iterator[Tuple[List[Any], Dict[Any, Any]]]:
+        """The non-empty objects at or below the selection, each before anything below it (so a
+        caller that checks an object's keys has checked every key of a path it later shows)."""
+        keys = 0
+        stack = _selected(value, select) if select else [([], value, 0)]
+        limit = MAX_DEPTH + len(select)
+        while stack:
+            path, node, depth = stack.pop()
+            if isinstance(node, dict):
+                if not node:
+                    continue
+                keys += len(node)
+                if depth >= limit or keys > MAX_LEAVES:
+                    self.cut = True
+                    return
+                yield path, node
+                stack.extend(([*path, k], v, depth + 1) for k, v in reversed(list(node.items()))
+                             if isinstance(v, (dict, list)))
+            elif isinstance(node, list):
+                if depth >= limit:
+                    self.cut = True
+                    return
+                stack.extend(([*path, i], node[i], depth + 1) for i in range(len(node) - 1, -1, -1)
+                             if isinstance(node[i], (dict, list)))
 
 
 __all__ = [
