@@ -9,7 +9,7 @@ import json
 import textwrap
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Set
 
 import pytest
 from opentelemetry import trace as otel_trace
@@ -314,6 +314,84 @@ def test_2_serve_report_holds_the_amended_verdict(tmp_path: Path) -> None:
     assert episode["amendment"] is True and episode["verdict"] == "failed", episode
     assert report["summary"]["amended_episodes"] == 1 and report["summary"]["late_spans"] == 1
     assert "1 amended after close" in out
+
+
+LATE_BUDGETS = """\
+version: 1
+tests:
+  - id: tokens
+    assertions:
+      - type: trace_max_tokens
+        max: 1000
+  - id: steps
+    assertions:
+      - type: trace_max_steps
+        max: 2
+  - id: span-time
+    assertions:
+      - type: trace_max_duration
+        max: 1s
+"""
+
+_MS = 1_000_000
+
+
+def _late_usage_play(late: str) -> Any:
+    """An agent whose root ends after one small model step; then, as a background task might, a
+    late span of the same trace: a model step with a large usage, a tool call, or a nested agent,
+    two seconds later."""
+    def play(tracer: Any) -> None:
+        t0 = time.time_ns()
+        root = tracer.start_span("invoke_agent ops", attributes=AGENT, start_time=t0)
+        ctx = otel_trace.set_span_in_context(root)
+        tracer.start_span("chat m", context=ctx, start_time=t0 + _MS, attributes={
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+            "gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 2}).end(end_time=t0 + 2 * _MS)
+        _tool(tracer, "search", context=ctx, start_time=t0 + 3 * _MS)
+        root.end(end_time=t0 + 4 * _MS)
+        at = t0 + 2000 * _MS
+        if late == "step":
+            tracer.start_span("chat m", context=ctx, start_time=at, attributes={
+                "gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+                "gen_ai.usage.input_tokens": 5000, "gen_ai.usage.output_tokens": 1}).end(end_time=at + _MS)
+        elif late == "tool":
+            _tool(tracer, "search", context=ctx, start_time=at)
+        else:
+            tracer.start_span("invoke_agent helper", context=ctx, start_time=at, attributes={
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"}).end(end_time=at + _MS)
+    return play
+
+
+@pytest.mark.parametrize("late, broken", [
+    ("step", {"tokens", "steps", "span-time"}),
+    ("tool", {"steps", "span-time"}),
+    ("agent", {"span-time"}),
+])
+def test_2_a_late_step_call_or_agent_still_counts_in_budgets_steps_and_span_time(
+        tmp_path: Path, late: str, broken: Set[str]) -> None:
+    """A span of the trace that ends after the agent's root (a background model call, a tool
+    fired and not awaited) is part of the episode: it was judged only by the per-call safety
+    rules, so the token budget, the step cap and the span-time limit stayed `passed` on it."""
+    play = _late_usage_play(late)
+    results: List[Any] = []
+    rig = Rig(load_config(LATE_BUDGETS), on_episode=results.append)
+    play(rig.tracer)
+    rig.provider.shutdown()
+    live = {r.test_id: r.verdict.value for r in results[-1].results}
+    # (a nested agent that starts after the root ended continues the episode: reopened, not late)
+    assert results[-1].amendment and results[-1].late == (late != "agent")
+    assert {t for t, v in live.items() if v == "failed"} == broken, live
+    assert all(v == "passed" for t, v in live.items() if t not in broken), live
+
+    path = tmp_path / "late.jsonl"
+    _write(path, play)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(LATE_BUDGETS)
+    result = spanassert(str(path), "--config", str(rules), "--format", "json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    [episode] = _json_report(result)["episodes"]
+    assert _verdicts(episode) == live
+    assert episode["amendment"] is True and episode["verdict"] == "failed"
 
 
 # -- 3. caps ------------------------------------------------------------------------------------------

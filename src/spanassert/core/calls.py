@@ -289,20 +289,24 @@ class CallsAndSteps(Verdicts):
         return unreadable
 
 
-    def _step(self, ep: Episode, span_id: str) -> None:
+    def _step(self, ep: Episode, span_id: str, late: bool = False, out: Optional[List[Violation]] = None) -> None:
         ep.view.step_count += 1
         if ep.plan.step_slots:
-            self._step_rules(ep, span_id)
+            self._step_rules(ep, span_id, late, out)
 
-    def _step_rules(self, ep: Episode, span_id: str) -> None:
+    def _step_rules(self, ep: Episode, span_id: str, late: bool = False,
+                    out: Optional[List[Violation]] = None) -> None:
         plan = ep.plan
         for i in plan.step_slots:
             slot = plan.slots[i]
             f = slot.assertion.on_step(ep.state(slot), ep.view)
             if f is not None:
-                self._fail(ep, slot, f, span_id)
+                v = self._fail(ep, slot, f, span_id, late)
+                if out is not None and v is not None:
+                    out.append(v)
 
-    def _step_end(self, ep: Episode, span_id: str, attributes: Mapping[str, Any]) -> None:
+    def _step_end(self, ep: Episode, span_id: str, attributes: Mapping[str, Any], late: bool = False,
+                  out: Optional[List[Violation]] = None) -> None:
         """A model step ended: its usage goes to the rules that read it (``on_step_end``)."""
         inner = ep.inner_usage.pop(span_id, None) if ep.inner_usage else None
         # The step's own number (from its start): later steps may have started since.
@@ -313,9 +317,12 @@ class CallsAndSteps(Verdicts):
             slot = plan.slots[i]
             f = slot.assertion.on_step_end(ep.state(slot), step)
             if f is not None:
-                self._fail(ep, slot, f, span_id)
+                v = self._fail(ep, slot, f, span_id, late)
+                if out is not None and v is not None:
+                    out.append(v)
 
-    def _time(self, ep: Episode, ns: int, span_id: str, judge: bool = True) -> None:
+    def _time(self, ep: Episode, ns: int, span_id: str, judge: bool = True, late: bool = False,
+              out: Optional[List[Violation]] = None) -> None:
         """A span of the episode started or ended at ``ns``: the episode's span time takes it in, and
         at span ends the rules on span time judge it (``on_time``). Only at ends: the live processor
         positions starts on the agent's thread ahead of queued ends, so starts and ends reach the
@@ -333,7 +340,9 @@ class CallsAndSteps(Verdicts):
             slot = plan.slots[i]
             f = slot.assertion.on_time(ep.state(slot), ns, view)
             if f is not None:
-                self._fail(ep, slot, f, span_id)
+                v = self._fail(ep, slot, f, span_id, late)
+                if out is not None and v is not None:
+                    out.append(v)
 
     def _unreadable(self, ep: Optional[Episode], reason: str, tool: Optional[str]) -> None:
         if ep is not None:
@@ -442,8 +451,32 @@ class CallsAndSteps(Verdicts):
             if reason is not None:
                 self.sink.unreadable(reason, call.name)
             give_call(ep, tp.end, call, self._fail, late=True, out=out)
+        self._step(ep, span_id, True, out)  # a tool call is a step (trace_max_steps)
+        self._late_time(ep, start_ns, end_ns, span_id, out)
         ep.marks = None
         # Always: a met liveness rule that this call could break (the last call is ..., every trigger
         # is followed by ...) was decided without it; _amend says so only when a verdict changed.
         self._amend(ep, late=True)
         return SpanOutcome(out, None) if out else None
+
+    def _late_step(self, ep: Episode, span_id: str, attributes: Mapping[str, Any], start_ns: int,
+                   end_ns: int) -> Optional[SpanOutcome]:
+        """A model step of an episode that already closed (a background model call that ended after
+        the agent's root): it still counts, as a step, in the episode's usage and in its span time,
+        so the budgets are judged on it and a broken one amends the episode."""
+        self.sink.late_span()
+        out: List[Violation] = []
+        self._step(ep, span_id, True, out)
+        if ep.plan.step_end_slots:
+            self._step_end(ep, span_id, attributes, True, out)
+        self._late_time(ep, start_ns, end_ns, span_id, out)
+        ep.marks = None
+        self._amend(ep, late=True)
+        return SpanOutcome(out, None) if out else None
+
+    def _late_time(self, ep: Episode, start_ns: int, end_ns: int, span_id: str, out: List[Violation]) -> None:
+        """A late agent, model or tool span's times: the episode's span time takes them in and the
+        rules on span time judge its end (``_amend`` then decides the episode again)."""
+        if ep.plan.time_slots:
+            self._time(ep, start_ns, span_id, judge=False)
+            self._time(ep, max(start_ns, end_ns), span_id, late=True, out=out)

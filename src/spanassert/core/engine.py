@@ -214,6 +214,15 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
                 if role == ROLE_TOOL:
                     return self._late_call(self.recent[trace_id], trace_id, span_id, parent_id, name, attributes,
                                            start_ns, end_ns, status_code, events)
+                if role == ROLE_STEP:
+                    return self._late_step(self.recent[trace_id], span_id, attributes, start_ns, end_ns)
+                if role == ROLE_AGENT:
+                    late = self.recent[trace_id]
+                    out: List[Violation] = []
+                    self._late_time(late, start_ns, end_ns, span_id, out)
+                    if out:
+                        self._amend(late, late=True)
+                        return SpanOutcome(out, None)
             return None
         t0 = _clock()
         agent = ep.spans.pop(span_id, None)
