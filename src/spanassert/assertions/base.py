@@ -153,9 +153,8 @@ class BuildContext:
 
         References (``$ref``) resolve only within the schema itself: one that points elsewhere (a
         URL, a file) or to nothing is reported here, at its position, and the validator is built
-        over a registry that never retrieves anything."""
-        import jsonschema
-
+        over a registry that never retrieves anything. A schema of plain keywords is checked
+        without ``jsonschema`` and its validator built on first use (:mod:`.schema_meta`)."""
         from .schema_util import SCHEMAS, local_registry, ref_problems, schema_key
 
         key = schema_key(schema)
@@ -180,6 +179,15 @@ class BuildContext:
                        field=_field_below(field, path), hint=f"rename `{wrong}` to `{right}`", at_key=True)
         if misspelt:
             return None
+        from .schema_meta import LazyValidator, surely_valid
+
+        if surely_valid(schema):
+            lazy = LazyValidator(schema)
+            if key is not None:
+                SCHEMAS.put(("checked", key), lazy)
+            return lazy
+        import jsonschema
+
         try:
             cls = jsonschema.validators.validator_for(schema)
             if isinstance(schema, dict) and "$schema" not in schema and not _uses_modern_keywords(schema):

@@ -441,6 +441,10 @@ def compile_fast(validator: Any) -> Optional[Predicate]:
     """A predicate equivalent to "``validator`` finds no error in the instance", or None when the
     schema uses a keyword (or a validator class) this module does not reproduce exactly."""
     global _CLASSES
+    from .schema_meta import LazyValidator
+
+    if type(validator) is LazyValidator:  # a Draft 2020-12 validator not built yet
+        return compile_schema_fast(validator.schema, DRAFT_2020_12_KEYWORDS)
     if _CLASSES is None:
         _CLASSES = _supported_classes()
     cls = type(validator)

@@ -14,6 +14,7 @@ import json
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .schema_fast import compile_fast
+from .schema_meta import LazyValidator, errors
 
 # Keywords that describe but never reject.
 _ANNOTATIONS = frozenset(
@@ -181,13 +182,18 @@ def validation_messages(validator: Any, instance: Any, limit: int = 5) -> List[s
 
 
 def jsonschema_messages(validator: Any, instance: Any, limit: int = 5) -> List[str]:
-    """``validation_messages`` without the fast path: always asks jsonschema."""
+    """``validation_messages`` without the fast path: the errors jsonschema finds (for a schema of
+    plain keywords, found the same way without importing it: :func:`.schema_meta.errors`)."""
+    if type(validator) is LazyValidator:
+        found: List[Tuple[Any, Any, Any]] = errors(validator.schema, instance)
+    else:
+        found = [(err.absolute_path, err.validator, err.schema) for err in validator.iter_errors(instance)]
     out: List[str] = []
-    for err in sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path)):
-        where = "/".join(str(p) for p in err.absolute_path) or "(root)"
-        bound = err.schema.get(err.validator) if isinstance(err.schema, dict) else None
+    for path, keyword, schema in sorted(found, key=lambda e: list(e[0])):
+        where = "/".join(str(p) for p in path) or "(root)"
+        bound = schema.get(keyword) if isinstance(schema, dict) else None
         shown = f" {bound!r}" if bound is not None and not isinstance(bound, (dict, list)) else ""
-        out.append(f"{where}: violates `{err.validator}`{shown}")
+        out.append(f"{where}: violates `{keyword}`{shown}")
         if len(out) >= limit:
             break
     return out
