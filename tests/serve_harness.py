@@ -36,7 +36,7 @@ def install_pause(path: str) -> None:
 
 
 def install_fault_type() -> None:
-    from spanassert.assertions.base import Assertion, BuildContext, Field, register
+    from spanassert.assertions import Assertion, BuildContext, Field, register
 
     @register
     class RaisingAssertion(Assertion):

@@ -9,7 +9,8 @@ import pytest
 import jsonschema
 from test_assertions_rules_driver import Call, Refused, build, footprint, run
 
-from spanassert.assertions.base import ASSERTION_TYPES, EXPECTED_TYPES, BuildContext
+from spanassert.assertions.base import BuildContext
+from spanassert.assertions.registry import ASSERTION_TYPES, EXPECTED_TYPES
 from spanassert.core.model import Verdict
 
 

@@ -17,7 +17,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import jsonschema
 
 import spanassert.assertions  # noqa: F401 - registers every type
-from spanassert.assertions.base import ASSERTION_TYPES, COMMON_FIELDS, EXPECTED_TYPES, Assertion, BuildContext
+from spanassert.assertions.base import COMMON_FIELDS, Assertion, BuildContext
+from spanassert.assertions.registry import ASSERTION_TYPES, EXPECTED_TYPES
 from spanassert.core.model import MISSING, STATUS_OK, CloseReason, EpisodeView, Failure, Outcome, ToolCall, Verdict
 
 

@@ -163,7 +163,7 @@ def test_json_format(tmp_path: Path) -> None:
 def test_unit_failure_exit_code_with_a_plugged_in_type(tmp_path: Path) -> None:
     """Exit 1 comes from the registry, not from one type: a type registered by a plugin module works too."""
     (tmp_path / "my_checks.py").write_text(textwrap.dedent("""
-        from spanassert.assertions.base import Assertion, Field, register
+        from spanassert.assertions import Assertion, Field, register
         from spanassert.core.model import Outcome
 
         @register

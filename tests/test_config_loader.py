@@ -9,7 +9,8 @@ from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 
-from spanassert.assertions.base import ASSERTION_TYPES, EXPECTED_TYPES, Assertion, BuildContext, Field
+from spanassert.assertions.base import Assertion, BuildContext, Field
+from spanassert.assertions.registry import ASSERTION_TYPES, EXPECTED_TYPES
 from spanassert.config import ConfigError, load_config
 from spanassert.config.model import Config
 from spanassert.core.model import Diagnostic, Outcome, Severity, Verdict

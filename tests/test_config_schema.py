@@ -9,7 +9,8 @@ import jsonschema
 import pytest
 import yaml
 
-from spanassert.assertions.base import ASSERTION_TYPES, COMMON_FIELDS, EXPECTED_TYPES
+from spanassert.assertions.base import COMMON_FIELDS
+from spanassert.assertions.registry import ASSERTION_TYPES, EXPECTED_TYPES
 from spanassert.config import ConfigError, load_config
 from spanassert.config.schema import JSON_SCHEMA_DIALECT, SEVERITIES, build_schema
 from test_config_seeds import _expected_refusal, _seeds_available, seed_examples

@@ -12,7 +12,7 @@ from typing import Any, Dict, FrozenSet, List, NamedTuple, Optional, Tuple
 import pytest
 import yaml
 
-from spanassert.assertions.base import ASSERTION_TYPES, EXPECTED_TYPES
+from spanassert.assertions.registry import ASSERTION_TYPES, EXPECTED_TYPES
 from spanassert.config import ConfigError, load_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

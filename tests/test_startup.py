@@ -182,10 +182,10 @@ def test_mcp_proxy_help_imports_neither_mcp_nor_the_sdk() -> None:
 
 def test_the_lazy_registries_name_the_module_of_every_type_and_every_type() -> None:
     """Each registry's table (type name -> module) is what the modules register, and nothing else."""
-    code = ("import json; from spanassert.assertions import base; "
+    code = ("import json; from spanassert.assertions import registry; "
             "reg = {n: {k: c.__module__ for k, c in r.items()} for n, r in "
-            "(('a', base.ASSERTION_TYPES), ('e', base.EXPECTED_TYPES))}; "
-            "tables = {'a': base._ASSERTION_MODULES, 'e': base._EXPECTED_MODULES}; "
+            "(('a', registry.ASSERTION_TYPES), ('e', registry.EXPECTED_TYPES))}; "
+            "tables = {'a': registry._ASSERTION_MODULES, 'e': registry._EXPECTED_MODULES}; "
             "print(json.dumps([reg, {n: {k: 'spanassert.assertions.' + m for k, m in t.items()} "
             "for n, t in tables.items()}]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any, Dict, FrozenSet, Optional, Pattern
 
 from ..core.model import EpisodeView, Failure, Outcome, ToolCall
-from .base import Assertion, BuildContext, Field, register
+from .base import Assertion, BuildContext, Field
 from .call_checks import call_ref, unfinished
+from .registry import register
 
 # Names a pattern is tried on to tell whether it admits every tool (then the rule cannot fail).
 _PROBE_NAMES = ("", "a", "Z", "0", "delete_database", "rm -rf /", "Ω.tool/x:y", "x" * 257)

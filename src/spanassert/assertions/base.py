@@ -1,4 +1,4 @@
-"""The shape every assertion type shares, and the registries that map ``type:`` names to them.
+"""The shape every assertion type shares: the declared contract the engine reads.
 
 An assertion type is one class in one module of this package:
 
@@ -18,7 +18,9 @@ An assertion type is one class in one module of this package:
   O(rule size): never re-scan the episode.
 - Unit-test forms (``scope = "unit"``) need no episode: ``evaluate_unit()`` at load.
 
-The engine never special-cases a type: it reads only these attributes and methods.
+The engine never special-cases a type: it reads only these attributes and methods. A type is
+made known by ``@register`` (``@register_expected`` for an ``expected:`` form), in
+:mod:`.registry`.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ import hashlib
 import hmac
 import json
 import re
-from typing import Any, ClassVar, Dict, FrozenSet, Iterator, List, Mapping, Optional, Pattern, Tuple, Type
+from typing import Any, ClassVar, Dict, FrozenSet, List, Mapping, Optional, Pattern, Tuple
 
 from ..core.model import MISSING, EpisodeView, Failure, ModelStep, Outcome, ToolCall, Verdict
 from .regex_risk import W_CFG_REGEX_BACKTRACKING, backtracking_risk
@@ -387,112 +389,6 @@ class Assertion:
         return ""
 
 
-# -- registries ---------------------------------------------------------------------------------
-# `assertions:` entries and `expected:` blocks are two surfaces; some names exist on both with
-# different fields (e.g. `sequence_valid`), so each surface has its own registry.
-#
-# Each registry knows every type's name and the module that defines it, and imports that module
-# when the type is first used: loading a rules file imports only the assertion modules it names
-# (start-up). Names (``in``, iteration, ``sorted``) never import; classes (``[]``, ``get``,
-# ``values``, ``items``) import on demand. ``tests/test_startup.py`` holds the tables to what the
-# modules register.
-_ASSERTION_MODULES: Dict[str, str] = {
-    "trace_only_tools": "allowlist",
-    "trace_max_cost": "budgets", "trace_max_duration": "budgets", "trace_max_tokens": "budgets",
-    "trace_args_valid": "call_checks", "trace_tool_duration": "call_checks", "trace_tool_status": "call_checks",
-    "trace_final_tool": "ending",
-    "trace_no_flow": "flow",
-    "trace_no_repeat": "loops",
-    "trace_no_sensitive_data": "sensitive",
-    "trace_tool_sequence": "sequence", "trace_trajectory": "sequence",
-    "trace_max_steps": "steps", "trace_max_tool_calls": "steps",
-    "trace_must_call_tool": "tool_calls", "trace_must_not_call_tool": "tool_calls",
-    "trace_tool_result": "tool_result",
-    "args_valid": "unit", "sequence_valid": "unit", "tool_blocklist": "unit",
-}
-_EXPECTED_MODULES: Dict[str, str] = {
-    "args_valid": "expected.calls", "tool_blocklist": "expected.calls", "tool_output_valid": "expected.calls",
-    "json_schema": "expected.output", "must_contain": "expected.output", "must_not_contain": "expected.output",
-    "regex_match": "expected.output", "regex_not_match": "expected.output",
-    "faithfulness": "expected.refused", "judge_criteria": "expected.refused", "relevance": "expected.refused",
-    "tool_collision_detect": "expected.refused", "tool_description_integrity": "expected.refused",
-    "sequence_valid": "expected.sequence",
-    "semantic_similarity_to": "expected.similarity",
-}
-# Every module that registers a type (what `values()` imports), including any not in the tables.
-_ALL_MODULES = ("allowlist", "budgets", "call_checks", "ending", "expected", "flow", "loops", "rules", "sensitive",
-                "sequence", "steps", "tool_calls", "tool_result", "unit")
-
-
-class _Registry(Dict[str, Type[Assertion]]):
-    """Type name -> class, importing a type's module the first time its class is asked for."""
-
-    def __init__(self, modules: Dict[str, str]) -> None:
-        super().__init__()
-        self._modules = modules
-
-    def _load(self, name: str) -> None:
-        module = self._modules.get(name)
-        if module is not None and not dict.__contains__(self, name):
-            import importlib
-
-            importlib.import_module(f"spanassert.assertions.{module}")
-
-    def load_all(self) -> None:
-        import importlib
-
-        for module in _ALL_MODULES:
-            importlib.import_module(f"spanassert.assertions.{module}")
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._modules or dict.__contains__(self, name)
-
-    def __getitem__(self, name: str) -> Type[Assertion]:
-        self._load(name)
-        return dict.__getitem__(self, name)
-
-    def get(self, name: str, default: Any = None) -> Any:
-        self._load(name)
-        return dict.get(self, name, default)
-
-    def _names(self) -> List[str]:
-        return list(dict.fromkeys([*self._modules, *dict.keys(self)]))
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names())
-
-    def __len__(self) -> int:
-        return len(self._names())
-
-    def keys(self) -> Any:
-        return self._names()
-
-    def values(self) -> Any:
-        self.load_all()
-        return dict.values(self)
-
-    def items(self) -> Any:
-        self.load_all()
-        return dict.items(self)
-
-    def __repr__(self) -> str:
-        return f"<assertion types: {', '.join(self._names())}>"
-
-
-ASSERTION_TYPES: Dict[str, Type[Assertion]] = _Registry(_ASSERTION_MODULES)
-EXPECTED_TYPES: Dict[str, Type[Assertion]] = _Registry(_EXPECTED_MODULES)
-
-
-def register(cls: Type[Assertion]) -> Type[Assertion]:
-    dict.__setitem__(ASSERTION_TYPES, cls.type_name, cls)
-    return cls
-
-
-def register_expected(cls: Type[Assertion]) -> Type[Assertion]:
-    dict.__setitem__(EXPECTED_TYPES, cls.type_name, cls)
-    return cls
-
-
 def call_ref(call: ToolCall) -> str:
     """How a message names a call: its 1-based position in the episode and its span."""
     return f"call #{call.index + 1}" + (f" (span {call.span_id})" if call.span_id else "")
@@ -506,10 +402,6 @@ __all__ = [
     "COMMON_FIELDS",
     "W_CFG_REGEX_BACKTRACKING",
     "backtracking_risk",
-    "ASSERTION_TYPES",
-    "EXPECTED_TYPES",
-    "register",
-    "register_expected",
     "NEED_ARGUMENTS",
     "NEED_RESULT",
     "NEED_STATUS",

@@ -18,8 +18,9 @@ from typing import Any, Dict, Optional, Tuple
 
 from ..core.durations import format_seconds, parse_duration
 from ..core.model import EpisodeView, Failure, ModelStep, Outcome, ToolCall
-from .base import NEED_STEPS, Assertion, BuildContext, Field, register
+from .base import NEED_STEPS, Assertion, BuildContext, Field
 from .call_checks import DURATION_SCHEMA, unfinished
+from .registry import register
 from .steps import unreachable
 
 TOKEN_KINDS = ("input", "output", "total")

@@ -24,8 +24,8 @@ from .base import (  # call_ref is re-exported
     BuildContext,
     Field,
     call_ref,
-    register,
 )
+from .registry import register
 from .schema_util import schema_is_vacuous, schema_names_arguments, validation_messages
 from .selectors import CallSelector, tool_fields, tool_selector
 

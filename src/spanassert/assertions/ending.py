@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any, Dict, FrozenSet, Optional
 
 from ..core.model import EpisodeView, Failure, Outcome, ToolCall
-from .base import Assertion, BuildContext, Field, register
+from .base import Assertion, BuildContext, Field
 from .call_checks import unfinished
+from .registry import register
 from .selectors import warn_tool_name
 
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
-from .base import NEED_ARGUMENTS, NEED_RESULT, Assertion, BuildContext, Field, register
+from .base import NEED_ARGUMENTS, NEED_RESULT, Assertion, BuildContext, Field
 from .call_checks import call_ref, fail_first, unfinished
+from .registry import register
 from .selectors import MAX_MATCH_CHARS, warn_tool_name
 from .values import PATH_SCHEMA, Walk, digest, parse_path, show_path
 

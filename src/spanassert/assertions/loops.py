@@ -20,8 +20,9 @@ from collections import deque
 from typing import Any, Dict, List, MutableSequence, Optional
 
 from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
-from .base import NEED_ARGUMENTS, Assertion, BuildContext, Field, register
+from .base import NEED_ARGUMENTS, Assertion, BuildContext, Field
 from .call_checks import call_ref, calls_of, fail_first, unfinished
+from .registry import register
 from .selectors import tool_fields, tool_selector
 from .steps import UNREACHABLE_BOUND, unreachable
 from .values import canonical_digest

@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..core.model import CONTENT_OK, CONTENT_UNPARSABLE, EpisodeView, Failure, Outcome, ToolCall
-from .base import NEED_ARGUMENTS, NEED_FINAL_OUTPUT, NEED_RESULT, Assertion, BuildContext, Field, register
+from .base import NEED_ARGUMENTS, NEED_FINAL_OUTPUT, NEED_RESULT, Assertion, BuildContext, Field
 from .call_checks import call_ref, unfinished
 from .detectors import DETECTOR_NAMES, expand, scan, scanner
+from .registry import register
 from .selectors import MAX_MATCH_CHARS, warn_tool_name
 from .values import MAX_LEAVES, Walk, show_path
 

@@ -20,8 +20,9 @@ from collections import deque
 from typing import Any, Deque, Dict, FrozenSet, List, Optional, Set
 
 from ..core.model import EpisodeView, Failure, Outcome, ToolCall
-from .base import Assertion, BuildContext, Field, register
+from .base import Assertion, BuildContext, Field
 from .call_checks import call_ref, unfinished
+from .registry import register
 from .selectors import warn_tool_name
 
 

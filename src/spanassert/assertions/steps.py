@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from ..core.model import EpisodeView, Failure, Outcome, ToolCall
-from .base import NEED_STEPS, Assertion, BuildContext, Field, register
+from .base import NEED_STEPS, Assertion, BuildContext, Field
 from .call_checks import call_ref, calls_of, unfinished
+from .registry import register
 from .selectors import tool_fields, tool_selector
 
 # Assay treats a bound of u32::MAX as "no bound": no episode reaches it.

@@ -10,15 +10,9 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from ..core.model import CONTENT_MISSING, EpisodeView, Failure, Outcome, ToolCall
-from .base import (
-    EVIDENCE_ARGUMENTS,
-    NEED_ARGUMENTS,
-    Assertion,
-    BuildContext,
-    Field,
-    register,
-)
+from .base import EVIDENCE_ARGUMENTS, NEED_ARGUMENTS, Assertion, BuildContext, Field
 from .call_checks import call_ref, fail_first, unfinished
+from .registry import register
 from .selectors import ARGS_MATCH_SCHEMA, ArgsMatch, CallSelector, tool_fields, tool_selector
 
 _ARGS_MATCH_RULE = (

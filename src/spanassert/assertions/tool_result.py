@@ -9,15 +9,9 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from ..core.model import Failure, ToolCall
-from .base import (
-    EVIDENCE_RESULT,
-    NEED_RESULT,
-    NEED_STATUS,
-    BuildContext,
-    Field,
-    register,
-)
+from .base import EVIDENCE_RESULT, NEED_RESULT, NEED_STATUS, BuildContext, Field
 from .call_checks import EveryCallAssertion, EveryCallState, call_ref
+from .registry import register
 from .result_grammar import (
     FAILED,
     FORMS,

@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..core.model import MISSING, Outcome
-from .base import Assertion, BuildContext, Field, register
+from .base import Assertion, BuildContext, Field
+from .registry import register
 from .schema_util import schema_is_vacuous, validation_messages
 
 EXPECT_FIELD = Field({"enum": ["pass", "fail"]}, default="pass",

@@ -14,7 +14,8 @@ import operator
 import os
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple, Type
 
-from ..assertions.base import ASSERTION_TYPES, COMMON_FIELDS, EXPECTED_TYPES, Assertion, BuildContext, Field
+from ..assertions.base import COMMON_FIELDS, Assertion, BuildContext, Field
+from ..assertions.registry import ASSERTION_TYPES, EXPECTED_TYPES
 from ..core.durations import parse_duration
 from ..core.model import MISSING, ConfigError, Diagnostic, Outcome, Severity
 from ..core.suggest import did_you_mean

@@ -10,7 +10,8 @@ import copy
 import json
 from typing import Any, Dict, List, Mapping, Optional, Type
 
-from ..assertions.base import ASSERTION_TYPES, COMMON_FIELDS, EXPECTED_TYPES, Assertion, Field
+from ..assertions.base import COMMON_FIELDS, Assertion, Field
+from ..assertions.registry import ASSERTION_TYPES, EXPECTED_TYPES
 from ..core.durations import DURATION_PATTERN
 from ..core.model import MISSING
 

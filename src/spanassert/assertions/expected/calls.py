@@ -16,9 +16,9 @@ from ..base import (
     BuildContext,
     Field,
     call_ref,
-    register_expected,
 )
 from ..call_checks import EveryCallAssertion, EveryCallState, every_call_outcome, schema_failure
+from ..registry import register_expected
 from ..schema_util import schema_is_vacuous, schema_names_arguments
 from ..selectors import warn_tool_name
 from .common import (

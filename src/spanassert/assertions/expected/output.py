@@ -9,13 +9,8 @@ import re
 from typing import Any, Dict, List, Mapping, Optional
 
 from ...core.model import MISSING, EpisodeView, Outcome
-from ..base import (
-    NEED_FINAL_OUTPUT,
-    Assertion,
-    BuildContext,
-    Field,
-    register_expected,
-)
+from ..base import NEED_FINAL_OUTPUT, Assertion, BuildContext, Field
+from ..registry import register_expected
 from ..schema_util import schema_is_vacuous, validation_messages
 from .common import (
     E_CFG_UNSATISFIABLE,

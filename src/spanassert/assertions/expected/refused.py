@@ -6,12 +6,8 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from ...core.model import EpisodeView, Outcome
-from ..base import (
-    Assertion,
-    BuildContext,
-    Field,
-    register_expected,
-)
+from ..base import Assertion, BuildContext, Field
+from ..registry import register_expected
 from .common import (
     E_CFG_NOT_EXECUTABLE,
 )

@@ -7,14 +7,8 @@ import collections
 from typing import Any, Deque, Dict, FrozenSet, List, Optional, Pattern, Set, Tuple
 
 from ...core.model import CONTENT_MISSING, MISSING, EpisodeView, Failure, Outcome, ToolCall
-from ..base import (
-    NEED_ARGUMENTS,
-    Assertion,
-    BuildContext,
-    Field,
-    call_ref,
-    register_expected,
-)
+from ..base import NEED_ARGUMENTS, Assertion, BuildContext, Field, call_ref
+from ..registry import register_expected
 from ..rules import (
     HELD,
     INCONCLUSIVE,

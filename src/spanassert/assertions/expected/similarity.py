@@ -9,11 +9,8 @@ import math
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ...core.model import MISSING, EpisodeView, Outcome
-from ..base import (
-    BuildContext,
-    Field,
-    register_expected,
-)
+from ..base import BuildContext, Field
+from ..registry import register_expected
 from .common import (
     E_CFG_CONFLICT,
     E_CFG_EMBEDDER,
