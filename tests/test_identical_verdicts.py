@@ -3,6 +3,7 @@ exported OTLP JSON Lines file read back) and served (the same spans handed to se
 process, as its OTLP endpoints would). A property test over random agent episodes."""
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import tempfile
@@ -14,7 +15,7 @@ from otlp_file_exporter import FileSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
 
 from livekit import build_config
 
@@ -78,11 +79,32 @@ call = st.fixed_dictionaries({
     "plain": st.sampled_from([None, "sibling", "inside", "marked_late"]),
 })
 episode = st.lists(call, min_size=0, max_size=7)
+# Where an episode's trace starts: here (its agent span is the root), under a remote parent (a
+# sub-agent service: the agent span's parent is in another process), or under a plain local root
+# whose parent is remote (an HTTP server span, its parent from a traceparent header). With a
+# remote parent the trace's root is not here: every door says "root not seen".
+TOPS = [None, "remote", "remote_http"]
+tops = st.lists(st.sampled_from(TOPS), min_size=4, max_size=4)
+_remote_ids = itertools.count(0x7E000001)
 
 
-def run(tracer, episodes):
-    for ep in episodes:
-        with tracer.start_as_current_span("invoke_agent support", attributes={
+def _top_context(tracer, top):
+    """The context the episode's agent span starts in, and a plain span to end after it."""
+    if top is None:
+        return None, None
+    n = next(_remote_ids)
+    remote = SpanContext((n << 64) | n, n, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    ctx = trace.set_span_in_context(NonRecordingSpan(remote))
+    if top == "remote":
+        return ctx, None
+    server = tracer.start_span("POST /agent", context=ctx, attributes={"http.request.method": "POST"})
+    return trace.set_span_in_context(server), server
+
+
+def run(tracer, episodes, tops=(None,) * 4):
+    for ep, top in zip(episodes, itertools.chain(tops, itertools.repeat(None))):
+        ctx, server = _top_context(tracer, top)
+        with tracer.start_as_current_span("invoke_agent support", context=ctx, attributes={
                 "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}):
             for c in ep:
                 if c["model_step"]:
@@ -127,10 +149,16 @@ def run(tracer, episodes):
                     wrapper.end()
                 if parent is not None:
                     parent.end()
+        if server is not None:
+            server.end()
 
 
 def sig(results):
     return sorted(tuple(r.verdict_signature()) for r in results)
+
+
+def incomplete(results):
+    return sorted(tuple(r.incomplete) for r in results)
 
 
 def vsig(violations):
@@ -161,16 +189,20 @@ def _call(tool, amount=None):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(episode, min_size=1, max_size=4))
+@given(st.lists(episode, min_size=1, max_size=4), tops)
 # Found by this property: a loop rule judging cycles at starts and repeats at ends named a different
 # first failure live (starts are judged on the agent's thread ahead of queued ends) than in replay.
-@example([[_call("lookup_order", 0), _call("refund"), _call("lookup_order", 0), _call("refund")]])
+@example([[_call("lookup_order", 0), _call("refund"), _call("lookup_order", 0), _call("refund")]], [None] * 4)
 # Plain child spans (issue 15: they never reach the engine live unless a GenAI span starts below
 # one); found by this property: exporting a plain span's end ahead of a queued end of its trace
 # let serve see a span after its trace's root.
 @example([[{**_call("refund"), "plain": "sibling"}, {**_call("send_email"), "plain": "inside", "nested": True},
-           {**_call("search"), "plain": "marked_late"}, {**_call("refund"), "plain": "inside"}]])
-def test_live_replay_and_serve_give_identical_verdicts_and_violations(episodes):
+           {**_call("search"), "plain": "marked_late"}, {**_call("refund"), "plain": "inside"}]], [None] * 4)
+# A trace whose root is in another process (issue: live said `passed` where replay said
+# `inconclusive`, "root not seen"): under the agent span, and under a plain server span above it.
+@example([[_call("lookup_order", 0), _call("refund")], [{**_call("refund"), "plain": "inside"}, _call("search")],
+          [_call("lookup_order", 0)]], ["remote", "remote_http", None, None])
+def test_live_replay_and_serve_give_identical_verdicts_and_violations(episodes, tops):
     live_eps, live_vs = [], []
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "traces.jsonl")
@@ -178,11 +210,13 @@ def test_live_replay_and_serve_give_identical_verdicts_and_violations(episodes):
                                       on_episode=live_eps.append, on_violation=live_vs.append, tick_interval=0)
         tp = TracerProvider(resource=Resource.create({"service.name": "agent"}))
         tp.add_span_processor(proc)
-        run(tp.get_tracer("prop"), episodes)
+        run(tp.get_tracer("prop"), episodes, tops)
         tp.shutdown()
         report = replay(RULES, [path])
         served = serve_in_process(path)
     assert not report.input_errors
     assert len(report.episodes) == len(live_eps) == len(served.episodes) == len(episodes)
     assert sig(report.episodes) == sig(live_eps) == sig(served.episodes)
+    assert incomplete(report.episodes) == incomplete(live_eps) == incomplete(served.episodes)
+    assert incomplete(live_eps).count(("root not seen",)) == sum(1 for t in tops[:len(episodes)] if t is not None)
     assert vsig(report.violations) == vsig(live_vs) == vsig(served.violations)

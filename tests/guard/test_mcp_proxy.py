@@ -214,14 +214,14 @@ def test_a_call_carrying_its_clients_trace_context_joins_that_trace(tmp_path: Pa
     client_trace = format(agent_span.get_span_context().trace_id, "032x")
     assert [s.trace_id for s in tools] == [client_trace, client_trace]
     assert {s.parent_span_id for s in tools} == {format(agent_span.get_span_context().span_id, "016x")}
-    # The client's root is not in the proxy's file: replay calls the episode incomplete, and the
-    # forbidden call still fails it, as it did live. (The rule no call broke is `inconclusive` in
-    # replay but `not_applicable` live: the live processor does not mark an episode under a remote
-    # parent incomplete; reported in /work/notes/guard-fw-b.md, not this adapter's to change.)
+    # The client's root is not in the proxy's process: live, as replay of the proxy's file, calls
+    # the episode incomplete ("root not seen"); the forbidden call still fails it, and every rule
+    # has the verdict replay gives it (liveness rules `inconclusive`).
     live = live_verdicts(errlog)
     code, doc = replay_json(rules, export)
     replayed = {e["key"]: {r["test"]: r["verdict"] for r in e["results"]} for e in doc["episodes"]}
     assert replayed[client_trace]["never-drop-databases"] == "failed" == live[client_trace]["never-drop-databases"]
+    assert live[client_trace] == replayed[client_trace]
     assert "root not seen" in json.dumps(doc["episodes"])
     assert code == 1
 

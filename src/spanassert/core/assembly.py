@@ -18,6 +18,7 @@ from operator import attrgetter, le
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from .engine import Engine, SpanOutcome
+from .episode import parents_not_in_input
 from .model import SpanRecord
 
 
@@ -135,7 +136,7 @@ def evidence_gaps(records: List[SpanRecord]) -> Tuple[bool, List[str], Set[str]]
 
         gaps.append(INCOMPLETE_ROOT_NOT_SEEN)
     elif orphans:
-        gaps.append(f"{orphans} span(s) whose parent is not in the input")
+        gaps.append(parents_not_in_input(orphans))
     dropped = getattr(records, "dropped", 0)
     if dropped:
         gaps.append(f"{dropped} span(s) over the cap of {getattr(records, 'cap', 0)} spans per trace were dropped")

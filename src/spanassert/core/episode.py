@@ -24,6 +24,16 @@ OVERFLOW_RESULT_TRUNCATED = "result_truncated"  # a tool result cut to max_argum
 
 # Why an episode's evidence is incomplete (EpisodeResult.incomplete, reports).
 INCOMPLETE_ROOT_NOT_SEEN = "root not seen"
+
+
+def parents_not_in_input(count: int) -> str:
+    """Why an episode whose trace's root was seen is still incomplete: ``count`` of its spans have
+    a parent that is not in the input (replay, serve: not in the file or request; live: in another
+    process, a remote parent)."""
+    return f"{count} span(s) whose parent is not in the input"
+
+
+PARENTS_NOT_IN_INPUT_SUFFIX = parents_not_in_input(0)[1:]
 OUT_OF_ORDER = "calls arrived after the episode closed, before calls already judged (order unknown)"
 MAX_SEEN_IDS = 1024  # span ids an episode remembers for late parts (past it: parents unknown)
 
@@ -64,6 +74,13 @@ class Sink:
 
     def trace_tracked(self, trace_id: str) -> None:
         """The engine now follows this trace (an open or recently closed episode holds it)."""
+
+    def root_elsewhere(self, trace_id: str) -> bool:
+        """Asked when an episode opens for this trace (or the trace joins a conversation's
+        episode): whether the trace's root is known to be outside what this door sees (live: a span
+        of the trace in this process has a remote parent). Then the episode is incomplete ("root
+        not seen") and no span of the trace closes it: :meth:`Engine.end_trace` does."""
+        return False
 
     def trace_released(self, trace_id: str) -> None:
         """The engine no longer follows this trace: its spans can skip the engine."""

@@ -10,7 +10,14 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..mapping import ROLE_AGENT, Mapper
-from .episode import INCOMPLETE_ROOT_NOT_SEEN, MAX_SEEN_IDS, OVERFLOW_EPISODE_EVICTED, Episode
+from .episode import (
+    INCOMPLETE_ROOT_NOT_SEEN,
+    MAX_SEEN_IDS,
+    OVERFLOW_EPISODE_EVICTED,
+    PARENTS_NOT_IN_INPUT_SUFFIX,
+    Episode,
+    parents_not_in_input,
+)
 from .model import CloseReason
 from .plan import Plans
 from .results import EpisodeResult
@@ -96,7 +103,7 @@ class EpisodeLifecycle(Verdicts):
             seen = old.seen
             missing = sum(1 for p in outside_parents if seen is None or p not in seen)
             if missing:
-                reasons.append(f"{missing} span(s) whose parent is not in the input")
+                reasons.append(parents_not_in_input(missing))
             if reasons:
                 self._mark_incomplete(old, reasons, True)
                 self._amend(old)
@@ -114,6 +121,22 @@ class EpisodeLifecycle(Verdicts):
         result = self._close(ep, CloseReason.ROOT_NOT_SEEN)
         ep.marks = None
         return result
+
+    # -- live: spans with a parent in another process -----------------------------------------------
+    def parents_elsewhere(self, trace_id: str, count: int) -> None:
+        """Live: ``count`` spans of this trace in this process so far have a remote parent. An
+        episode whose trace's root is here (it did not open under such a span: see
+        :meth:`Sink.root_elsewhere`) is incomplete as replay says of this process's spans:
+        "N span(s) whose parent is not in the input". One whose root is elsewhere already says
+        "root not seen", as replay does (no count)."""
+        ep = self.by_trace.get(trace_id)
+        if ep is None or ep.hold or count <= 0:
+            return
+        view = ep.view
+        if view.incomplete is None:
+            view.incomplete = []
+        view.incomplete[:] = [r for r in view.incomplete if not r.endswith(PARENTS_NOT_IN_INPUT_SUFFIX)]
+        view.incomplete.append(parents_not_in_input(count))
 
     def _apply_notes(self, ep: Episode, trace_id: str) -> None:
         note = self._notes.pop(trace_id, None)
@@ -143,6 +166,8 @@ class EpisodeLifecycle(Verdicts):
         else:
             self.by_trace[trace_id] = ep
             self.sink.trace_tracked(trace_id)
+            if self.sink.root_elsewhere(trace_id):
+                self._mark_incomplete(ep, (), False)
             if self._notes:
                 self._apply_notes(ep, trace_id)
         if ep.traces is None:
@@ -171,6 +196,8 @@ class EpisodeLifecycle(Verdicts):
         self.by_trace[trace_id] = ep
         self.sink.trace_tracked(trace_id)
         self.sink.episode_opened()
+        if self.sink.root_elsewhere(trace_id):
+            self._mark_incomplete(ep, (), False)
         if self._notes:
             self._apply_notes(ep, trace_id)
         return ep

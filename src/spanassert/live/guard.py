@@ -204,6 +204,10 @@ class Guard:
             tid = format(random.getrandbits(128) or 1, "032x")
             dry = True
         cid = None if call_id is None else str(call_id)
+        if current is not None and ctx.is_remote:
+            # Decided under the caller's span in another process (an MCP server's tools/call): the
+            # episode this opens has its root elsewhere, as the call's span will show.
+            self.processor._remote.guarded(ctx.trace_id)
 
         def decide(engine: Engine) -> Decision:
             found = engine.started_call(tid, current, tool, args_raw, cid) if current is not None else None

@@ -34,6 +34,7 @@ from ..mapping import ROLE_AGENT, ROLE_OTHER
 from ..mapping.mapper import surely_other
 from . import sdk
 from .annotate import LiveRoots, annotated_copy, not_yet_on
+from .remote import OVERFLOW_REMOTE_PARENTS, RemoteParents
 from .worker import NO_BARRIER, EndQueue, start_worker
 
 if TYPE_CHECKING:
@@ -61,9 +62,10 @@ class _LiveSink(Telemetry):
     """Telemetry plus what only the live door needs: which traces to route to the engine, the
     violations of the call in progress, and callbacks held until the engine lock is released."""
 
-    def __init__(self, tracked: Set[int], **kwargs: Any) -> None:
+    def __init__(self, tracked: Set[int], remote: RemoteParents, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.tracked = tracked
+        self.remote = remote
         self.current: Optional[List[Violation]] = None
 
     def take_deferred(self) -> List[Any]:
@@ -77,7 +79,14 @@ class _LiveSink(Telemetry):
         self.tracked.add(int(trace_id, 16))
 
     def trace_released(self, trace_id: str) -> None:
-        self.tracked.discard(int(trace_id, 16))
+        tid = int(trace_id, 16)
+        self.tracked.discard(tid)
+        if self.remote.traces:
+            self.remote.released(tid)
+
+    def root_elsewhere(self, trace_id: str) -> bool:
+        remote = self.remote
+        return bool(remote.traces) and remote.root_elsewhere(int(trace_id, 16))
 
     def violation(self, v: Violation) -> None:
         super().violation(v)
@@ -167,7 +176,9 @@ class AssertionSpanProcessor(SpanProcessor):
         """The engine and what hangs on it (also the child's fresh start after ``os.fork``)."""
         self._tracked: Set[int] = set()
         self._last_trace: Tuple[int, str] = (-1, "")
-        self._sink = _LiveSink(self._tracked, **self._telemetry_args)
+        # Traces with a span here whose parent is in another process: their root is not here.
+        self._remote = RemoteParents()
+        self._sink = _LiveSink(self._tracked, self._remote, **self._telemetry_args)
         self.engine = Engine(self.config, self._sink)
         self._role = self.engine.mapper.role
         self._surely_other = _never if self.engine.mapper.has_rules else surely_other
@@ -199,45 +210,54 @@ class AssertionSpanProcessor(SpanProcessor):
         items: Optional[List[Any]] = None
         try:
             # This runs for every span the app creates: the SDK span's own fields (see sdk).
-            ctx = sdk.context(span)
-            attrs = sdk.attributes(span)
-            name = sdk.name(span)
+            ctx, attrs, name, parent = sdk.fields(span)
             role = ROLE_OTHER if self._surely_other(name, attrs) else self._marked_role(name, attrs)
             tid = ctx.trace_id
             if role == ROLE_OTHER:
                 if tid not in self._tracked:
-                    if not self._export:
-                        parent = sdk.parent(span)
-                        if parent is None or parent.is_remote:
+                    if parent is not None and parent.is_remote:
+                        # The trace's root is in another process: remembered for an episode that
+                        # may open below this span (see remote).
+                        if not self._remote.started(tid):
+                            self._sink.overflow(OVERFLOW_REMOTE_PARENTS)
+                        if not self._export:
                             self._roots.add(ctx.span_id, span)
+                    elif not self._export and parent is None:
+                        self._roots.add(ctx.span_id, span)
                     return
-                if self._export:
-                    parent = sdk.parent(span)
-                    if parent is not None and not parent.is_remote:
-                        # A plain child span of a followed trace (an HTTP call to the model's API, a
-                        # database call): its parent link, for a GenAI span that may start below it,
-                        # is all the engine would keep of it, and only that span needs it.
-                        links = self._links
-                        if len(links) >= _MAX_POSITIONED:
-                            links.clear()  # spans that never ended; children below them lose their agent
-                        links[ctx.span_id] = parent.span_id
-                        return
-            items = self._start_in_engine(span, ctx, attrs, name, role)
+                if self._export and parent is not None and not parent.is_remote:
+                    # A plain child span of a followed trace (an HTTP call to the model's API, a
+                    # database call): its parent link, for a GenAI span that may start below it,
+                    # is all the engine would keep of it, and only that span needs it.
+                    links = self._links
+                    if len(links) >= _MAX_POSITIONED:
+                        links.clear()  # spans that never ended; children below them lose their agent
+                    links[ctx.span_id] = parent.span_id
+                    return
+            items = self._start_in_engine(span, ctx, attrs, name, role, parent)
         except Exception as exc:  # noqa: BLE001 - never raise into the application
             self._sink.internal_error("on_start", exc)
         if items:
             # After the engine lock is released, before start_span returns.
             self._sink.run_deferred(items)
 
-    def _start_in_engine(self, span: Span, ctx: Any, attrs: Mapping[str, Any], name: str, role: int) -> List[Any]:
+    def _start_in_engine(self, span: Span, ctx: Any, attrs: Mapping[str, Any], name: str, role: int,
+                         parent: Any) -> List[Any]:
         tid = ctx.trace_id
-        parent = sdk.parent(span)
         with self._lock:
             self._sink.deferred = []
             if self._queue.barriers and self._queue.has_barrier(tid):
                 self._run_queue(tid)
-            if parent is not None and self._links and parent.span_id in self._links:
-                self._link(tid, parent.span_id)
+            remote_count = 0
+            if parent is not None:
+                if parent.is_remote:
+                    # Counted in the engine's order (after the queued ends of its trace ran).
+                    remote_count = self._remote.started(tid)
+                    if not remote_count:
+                        self._sink.overflow(OVERFLOW_REMOTE_PARENTS)
+                        remote_count = 1  # at least this one
+                elif self._links and parent.span_id in self._links:
+                    self._link(tid, parent.span_id)
             # Only without a wrapped exporter are start-time violations written on the span here
             # (with one, they travel on the exported copy); no list is allocated otherwise.
             current: Optional[List[Violation]] = None if self._export else []
@@ -251,6 +271,10 @@ class AssertionSpanProcessor(SpanProcessor):
                 )
             finally:
                 self._sink.current = None
+            if remote_count:
+                # The trace's root is here (else its episode opened as "root not seen"): this span
+                # came back from another process, and replay would count it.
+                self.engine.parents_elsewhere(self._trace_hex(tid), remote_count)
             if self._background:
                 marks = self._positioned
                 if len(marks) >= _MAX_POSITIONED:
@@ -289,11 +313,10 @@ class AssertionSpanProcessor(SpanProcessor):
         items: Optional[List[Any]] = None
         try:
             # Fast path, inline: a span of a trace we do not follow that is no GenAI span.
-            attrs = sdk.attributes(span)
-            tid = sdk.context(span).trace_id
-            name = sdk.name(span)
+            ctx, attrs, name, parent = sdk.fields(span)
+            tid = ctx.trace_id
             if self._links:
-                sid = sdk.context(span).span_id
+                sid = ctx.span_id
                 if sid in self._links:
                     if self._surely_other(name, attrs) or self._marked_role(name, attrs) == ROLE_OTHER:
                         # A plain child span that no GenAI span started below: the engine never
@@ -327,6 +350,8 @@ class AssertionSpanProcessor(SpanProcessor):
                         if queued:
                             return
                     out, items = self._evaluate_end_locked(span)
+            elif parent is not None and (self._remote.traces or self._remote.lost) and parent.is_remote:
+                self._remote.ended(tid, False)  # a trace no episode follows: forget it
         except Exception as exc:  # noqa: BLE001 -- the processor never raises into the application
             self._sink.internal_error("on_end", exc)
         self._forward(span, out)
@@ -418,6 +443,9 @@ class AssertionSpanProcessor(SpanProcessor):
         if ctx.trace_id not in self._tracked:
             role = self._role(name, attrs)
             if role == ROLE_OTHER:
+                parent = sdk.parent(span)
+                if parent is not None and parent.is_remote:
+                    self._remote.ended(ctx.trace_id, False)
                 return None
             # Recognised only now (its markers were set after start): position it at its end.
             return self._engine_end(span, ctx, attrs, name, role, start_first=True)
@@ -435,8 +463,15 @@ class AssertionSpanProcessor(SpanProcessor):
         if start_first:
             engine.start_span(tid, sid, pid, name, attrs, start, sdk.resource_attributes(span), role,
                               parent is None or parent.is_remote)
+        # A local root under a remote parent is no root of its episode: the trace's root is
+        # elsewhere, and the episode ends when the trace's last such span here ends (below), as
+        # replay ends it after the trace's last span.
         out = engine.end_span(tid, sid, pid, name, attrs, start, end, sdk.status_code(span), sdk.events(span),
-                              parent is None or parent.is_remote)
+                              parent is None)
+        if parent is not None and parent.is_remote and self._remote.ended(ctx.trace_id, ctx.trace_id in self._tracked):
+            closed = engine.end_trace(tid)
+            if closed is not None:
+                self._deliver_closed([closed])
         self._ends += 1
         if not self._ends & 63:  # the idle check between ticker runs, every 64 span ends
             now = time.time_ns()
