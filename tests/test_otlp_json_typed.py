@@ -115,6 +115,27 @@ def test_variants_are_refused_or_decoded_alike(mutate: Any) -> None:
     _same_or_refused(_line(doc))
 
 
+@pytest.mark.parametrize("mutate, accepted", [
+    # The ids of a block are checked together when all are canonical; any other id sends the block
+    # through the per-id check, which normalises what the careful path normalises.
+    (lambda s: s.update(traceId=s["traceId"].upper()), True),
+    (lambda s: s.update(spanId=s["spanId"].upper()), True),
+    (lambda s: s.update(parentSpanId=s["parentSpanId"].upper()), True),
+    (lambda s: s.update(spanId=s["spanId"][:8] + " " + s["spanId"][9:]), False),  # fromhex skips spaces
+    (lambda s: s.update(spanId=s["spanId"][:-1]), False),
+    (lambda s: s.update(spanId=s["spanId"] + "a", parentSpanId=s["parentSpanId"][:-1]), False),  # odd + odd
+    (lambda s: s.update(traceId="0" * 32), False),
+    (lambda s: s.update(spanId="0" * 16), False),
+    (lambda s: s.update(parentSpanId=""), True),
+])
+def test_ids_checked_a_block_at_a_time_decode_as_the_careful_path_does(mutate: Any, accepted: bool) -> None:
+    doc = copy.deepcopy(VALID)
+    spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans.append({**copy.deepcopy(spans[0]), "spanId": "aaaabbbbccccdddd"})  # a canonical neighbour
+    mutate(spans[0])
+    assert _same_or_refused(_line(doc)) is accepted
+
+
 def base64_id() -> str:
     import base64
 

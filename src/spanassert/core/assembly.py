@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from operator import attrgetter, le
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from .engine import Engine, SpanOutcome
 from .episode import parents_not_in_input
@@ -49,18 +49,19 @@ def _service(r: SpanRecord) -> Optional[str]:
     return v if isinstance(v, str) else None
 
 
-def _live_sequence(records: List[SpanRecord]) -> Tuple[List[int], List[bool]]:
+def _live_sequence(records: List[SpanRecord], with_roots: bool = True) -> Tuple[List[int], List[bool]]:
     """The live order of ``records`` as event indices (``i < n``: span ``i`` starts; ``i >= n``:
-    span ``i - n`` ends), and per span whether it is a local root."""
+    span ``i - n`` ends), and per span whether it is a local root (empty unless ``with_roots``)."""
     n = len(records)
-    get = {r.span_id: r for r in records}.get
     roots: List[bool] = []
-    append = roots.append
-    for r in records:
-        parent = get(r.parent_span_id) if r.parent_span_id else None
-        # A span is a local root when its parent is not in this process: absent, or another service.
-        # Spans decoded from one resource block share its dict, so most pairs need no lookup.
-        append(parent is None or (parent.resource is not r.resource and _service(parent) != _service(r)))
+    if with_roots:
+        get = {r.span_id: r for r in records}.get
+        append = roots.append
+        for r in records:
+            parent = get(r.parent_span_id) if r.parent_span_id else None
+            # A span is a local root when its parent is not in this process: absent, or another
+            # service. Spans decoded from one resource block share its dict, so most pairs need no lookup.
+            append(parent is None or (parent.resource is not r.resource and _service(parent) != _service(r)))
     starts = list(map(_start_of, records))
     ends = list(map(_end_of, records))
     if len(set(starts)) == n and len(set(ends)) == n and all(map(le, starts, ends)):
@@ -152,7 +153,7 @@ def feed_trace(engine: Engine, records: List[SpanRecord],
     seen") and ends after the last span (see :func:`evidence_gaps`)."""
     if not records:
         return
-    order, _ = _live_sequence(records)
+    order, _ = _live_sequence(records, with_roots=False)  # feed_trace takes a root as a span with no parent
     n = len(records)
     root_seen, gaps, outside = evidence_gaps(records)
     trace_id = records[0].trace_id
@@ -228,40 +229,59 @@ class TraceBuffer:
 
     def add(self, r: SpanRecord, now: Optional[float] = None) -> List[List[SpanRecord]]:
         """Add one span; returns the traces that are now due (oldest activity first)."""
-        if now is None:
-            clock = self.clock + 1
-        else:
-            clock = now
-            if clock < self.clock:
-                self._clock_went_back()
-        self.clock = clock
+        return self.add_many((r,), now)
+
+    def add_many(self, records: Iterable[SpanRecord], now: Optional[float] = None) -> List[List[SpanRecord]]:
+        """Add spans one after another, as :meth:`add` each; returns every trace released on the
+        way, in the order the calls of :meth:`add` would have returned them. ``now``: the clock of
+        every one of them (a receiver's arrival time); without it each counts one on the clock."""
+        out: List[List[SpanRecord]] = []
         pending = self.pending
-        tid = r.trace_id
-        p = pending.get(tid)
-        if p is None:
-            p = pending[tid] = _Pending(clock)
-        else:
-            pending.move_to_end(tid)
+        settle = self.settle
+        max_spans = self.max_spans
+        max_traces = self.max_traces
+        clock = self.clock
+        if now is not None and now < clock:
+            self._clock_went_back()
+        last_tid: Optional[str] = None
+        p: Any = None
+        for r in records:
+            clock = clock + 1 if now is None else now
+            tid = r.trace_id
+            if tid != last_tid:
+                p = pending.get(tid)
+                if p is None:
+                    p = pending[tid] = _Pending(clock)
+                else:
+                    pending.move_to_end(tid)
+                last_tid = tid
             p.last_seen_at = clock
-        if len(p.records) < self.max_spans:
-            p.records.append(r)
-        else:
-            self.overflowed += 1
-            p.records.dropped += 1
-            p.records.cap = self.max_spans
-        if r.parent_span_id is None:
-            p.root_seen_at = clock
-        if len(pending) > self.max_traces:
-            ready: List[List[SpanRecord]] = []
-            while len(pending) > self.max_traces:
-                _, oldest = pending.popitem(last=False)
-                oldest.records.seen = oldest.last_seen_at
-                oldest.records.pushed = True
-                ready.append(oldest.records)
-            return ready + self.due()
-        if clock - self._front_seen_at < self.settle:
-            return []  # what due() would find first thing, without looking
-        return self.due()
+            recs = p.records
+            if len(recs) < max_spans:
+                recs.append(r)
+            else:
+                self.overflowed += 1
+                recs.dropped += 1
+                recs.cap = max_spans
+            if r.parent_span_id is None:
+                p.root_seen_at = clock
+            if len(pending) > max_traces:
+                self.clock = clock
+                while len(pending) > max_traces:
+                    _, oldest = pending.popitem(last=False)
+                    oldest.records.seen = oldest.last_seen_at
+                    oldest.records.pushed = True
+                    out.append(oldest.records)
+                out += self.due()
+                last_tid = None  # the trace may have been released: look it up again
+            elif clock - self._front_seen_at >= settle:
+                self.clock = clock
+                due = self.due()
+                if due:
+                    out += due
+                    last_tid = None
+        self.clock = clock
+        return out
 
     def skip(self) -> List[List[SpanRecord]]:
         """A span another buffer holds went by (``replay --jobs``): the clock moves on as if it

@@ -181,6 +181,25 @@ def records_from_line(line: bytes, source: str) -> Optional[List[SpanRecord]]:
         return None
 
 
+def _plain_ids(spans: List[_Span]) -> bool:
+    """Whether every id of a block of spans is already canonical (lowercase hex of the right
+    length, not all zeros), checked at once: each id's length, then all of them through one round
+    trip to bytes. Then each is used as it is; otherwise each goes through _span_id."""
+    ids = [s.spanId for s in spans]
+    traces = {s.traceId for s in spans}
+    parents = {p for p in (s.parentSpanId for s in spans) if p}  # UNSET is false too
+    if not (all(len(x) == 16 for x in ids) and all(len(x) == 32 for x in traces)
+            and all(len(x) == 16 for x in parents)):
+        return False
+    if _ZERO_SPAN in ids or _ZERO_TRACE in traces or _ZERO_SPAN in parents:
+        return False
+    joined = "".join(ids) + "".join(traces) + "".join(parents)
+    try:
+        return bytes.fromhex(joined).hex() == joined
+    except ValueError:
+        return False
+
+
 def _records(doc: _Traces, source: str) -> List[SpanRecord]:
     out: List[SpanRecord] = []
     append = out.append
@@ -197,17 +216,23 @@ def _records(doc: _Traces, source: str) -> List[SpanRecord]:
             sc = ss.scope
             scope = "" if sc is UNSET or sc.name is UNSET else sc.name
             spans = ss.spans
-            if spans is UNSET:
+            if spans is UNSET or not spans:
                 continue
+            plain = _plain_ids(spans)
             last_raw = None
             last_trace = ""
             for s in spans:
-                raw = s.traceId
-                if raw != last_raw:
-                    last_trace = _span_id(raw, 32, _ZERO_TRACE)
-                    last_raw = raw
-                parent: Optional[str] = s.parentSpanId if s.parentSpanId is not UNSET else None
-                parent = _span_id(parent, 16, _ZERO_SPAN) if parent else None
+                parent: Optional[str] = s.parentSpanId or None  # UNSET and "" are false
+                if plain:
+                    last_trace = s.traceId
+                    sid = s.spanId
+                else:
+                    raw = s.traceId
+                    if raw != last_raw:
+                        last_trace = _span_id(raw, 32, _ZERO_TRACE)
+                        last_raw = raw
+                    parent = _span_id(parent, 16, _ZERO_SPAN) if parent else None
+                    sid = _span_id(s.spanId, 16, _ZERO_SPAN)
                 st = s.status
                 if st is UNSET:
                     code = 0
@@ -216,7 +241,7 @@ def _records(doc: _Traces, source: str) -> List[SpanRecord]:
                     code = 0 if st.code is UNSET else st.code
                     message = "" if st.message is UNSET else st.message
                 evs = s.events
-                if evs is not UNSET and evs:
+                if evs:  # UNSET is false
                     events: List[SpanEvent] = [
                         SpanEvent("" if e.name is UNSET else e.name, _int(e.timeUnixNano),
                                   _attributes(e.attributes) if e.attributes is not UNSET else {})
@@ -226,7 +251,7 @@ def _records(doc: _Traces, source: str) -> List[SpanRecord]:
                 # Slot stores, as json_decode._fast_span does (keyword calls cost more on this path).
                 rec = _new_record(SpanRecord)
                 rec.trace_id = last_trace
-                rec.span_id = _span_id(s.spanId, 16, _ZERO_SPAN)
+                rec.span_id = sid
                 rec.parent_span_id = parent
                 rec.name = "" if s.name is UNSET else s.name
                 rec.kind = 0 if s.kind is UNSET else s.kind

@@ -21,7 +21,7 @@ import logging
 import os
 import sys
 import zlib
-from typing import Any, Callable, Iterator, Optional, Sequence, Tuple, Type, Union
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Type, Union
 
 from spanassert.core.model import SpanRecord
 from spanassert.otlp.formats import BOM, CHUNK, GZIP_MAGIC, WHITESPACE, ZSTD_MAGIC, Item, zstd_module
@@ -49,6 +49,18 @@ def read_spans(
     Each problem is passed to ``on_issue`` (default: logged) and reading continues; with ``strict``
     the first error raises :class:`OTLPInputError` instead. Nothing else is raised.
     """
+    for batch in read_span_batches(paths, on_issue=on_issue, strict=strict):
+        yield from batch
+
+
+def read_span_batches(
+    paths: Union[Sequence[PathArg], PathArg],
+    *,
+    on_issue: Optional[Callable[[InputIssue], None]] = None,
+    strict: bool = False,
+) -> Iterator[List[SpanRecord]]:
+    """:func:`read_spans` a list at a time: the spans of one line or message, in order (replay
+    takes them in without a call per span)."""
     report = on_issue if on_issue is not None else _log_issue
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -68,7 +80,7 @@ def read_spans(
                 item = InputIssue(name, None, None, f"could not read the file: {type(exc).__name__}: {exc}", ERROR)
                 items = iter(())
             if type(item) is list:
-                yield from item
+                yield item
                 continue
             assert isinstance(item, InputIssue)
             if strict and item.severity == ERROR:

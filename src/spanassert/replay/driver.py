@@ -121,14 +121,28 @@ class _Run:
     def add(self, record: Optional[SpanRecord]) -> None:
         """One span read (None: a span of another shard, which only moves the clock on)."""
         self.report.spans_read += 1
-        released = self.buffer.add(record) if record is not None else self.buffer.skip()
         if self.episode_keys is None:
-            for trace in released:
+            assert record is not None
+            for trace in self.buffer.add(record):
                 self._feed(trace)
             return
+        self.add_one_ordered(record)
+
+    def add_one_ordered(self, record: Optional[SpanRecord]) -> None:
+        released = self.buffer.add(record) if record is not None else self.buffer.skip()
         clock = self.buffer.clock
         for trace in released:
             self._keyed(release_order(trace, clock), self._feed, trace)
+
+    def add_batch(self, records: List[SpanRecord]) -> None:
+        """Spans read one after another (a line or message of input): as :meth:`add` for each."""
+        self.report.spans_read += len(records)
+        if self.episode_keys is not None:
+            for r in records:
+                self.add_one_ordered(r)
+            return
+        for trace in self.buffer.add_many(records):
+            self._feed(trace)
 
     def _keyed(self, key: Tuple[float, int, float, float], work: Callable[..., Any], *args: Any) -> None:
         """Run ``work(*args)``, giving what it reports the order key ``key``."""
@@ -165,20 +179,26 @@ def replay_many(
     reports: Optional[Sequence[Report]] = None,
     on_progress: Optional[Callable[[Report], None]] = None,
     max_spans_per_trace: int = MAX_SPANS_PER_TRACE,
+    batches: Optional[Iterable[List[SpanRecord]]] = None,
 ) -> List[Report]:
     """Replay one stream of spans under several rules files at once (backtesting a rule change
     reads the input once). ``on_episode`` sees the first config's episodes (and again, marked
-    ``amendment``, any result a late span changed); ``on_progress`` gets the first report every
-    :data:`PROGRESS_EVERY` spans."""
+    ``amendment``, any result a late span changed); ``on_progress`` gets the first report about
+    every :data:`PROGRESS_EVERY` spans. ``batches`` (instead of ``records``): the spans a line or
+    message at a time, as :func:`spanassert.otlp.reader.read_span_batches` yields them."""
     if reports is None:
         reports = [Report(c) for c in configs]
     runs = [_Run(rep, settle_spans, on_episode if i == 0 else None, max_spans_per_trace)
             for i, rep in enumerate(reports)]
-    for n, r in enumerate(records, 1):
+    if batches is None:
+        batches = ([r] for r in records)
+    n = 0
+    for batch in batches:
         for run in runs:
-            run.add(r)
-        if on_progress is not None and n % PROGRESS_EVERY == 0:
+            run.add_batch(batch)
+        if on_progress is not None and (n + len(batch)) // PROGRESS_EVERY > n // PROGRESS_EVERY:
             on_progress(reports[0])
+        n += len(batch)
     for run in runs:
         run.finish()
     if on_progress is not None and reports:
@@ -237,7 +257,7 @@ def replay_paths(
     report. With ``strict`` the first bad input raises :class:`spanassert.otlp.OTLPInputError`.
     ``window`` (ns since the epoch, inclusive) reports only the episodes whose trace overlaps it.
     ``timelines`` keeps the first report's tool calls per trace (for the HTML report)."""
-    from ..otlp import read_spans
+    from ..otlp.reader import read_span_batches
 
     reports = [Report(c) for c in configs]
     for rep in reports:
@@ -251,9 +271,9 @@ def replay_paths(
         if on_issue is not None:
             on_issue(i)
 
-    records = read_spans(list(paths), on_issue=issue, strict=strict)
-    replay_many(configs, records, settle_spans=settle_spans, on_episode=on_episode, reports=reports,
-                on_progress=on_progress)
+    batches = read_span_batches(list(paths), on_issue=issue, strict=strict)
+    replay_many(configs, (), settle_spans=settle_spans, on_episode=on_episode, reports=reports,
+                on_progress=on_progress, batches=batches)
     for rep in reports:
         rep.mark_input_gaps()
     return reports
