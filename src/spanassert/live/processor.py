@@ -11,14 +11,17 @@ where the span violated a rule), ``force_flush`` returns a bool within its deadl
 ``shutdown`` is idempotent, keeps its deadline and decides open episodes, and it keeps working
 after ``os.fork``.
 
-This module adapts the SDK's span callbacks to the engine. The rest of the live door: ``sdk`` (every
-read of the SDK's private span fields), ``worker`` (the background queue and thread), ``annotate``
-(where violations go on spans), ``configurator`` (zero-code setup).
+This module adapts the SDK's span callbacks to the engine: what each span start and end costs the
+agent's thread, and what reaches the engine. The rest of the live door, one job per module:
+``sdk`` (every read of the SDK's private span fields), ``worker`` (the background queue, its
+worker thread, and which span ends go to it), ``runtime`` (the engine lock, threads, flush,
+shutdown, fork), ``sink`` (telemetry and the live door's per-trace state), ``remote`` (traces whose
+root is in another process), ``annotate`` (where violations go on spans), ``guard`` (decisions
+before a call runs), ``configurator`` (zero-code setup).
 """
 from __future__ import annotations
 
 import os
-import threading
 import time
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
@@ -28,14 +31,15 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from ..config.model import Config
 from ..core.emit import Telemetry
 from ..core.engine import Engine, SpanOutcome
-from ..core.model import CloseReason
 from ..core.results import EpisodeResult, Violation
 from ..mapping import ROLE_AGENT, ROLE_OTHER
 from ..mapping.mapper import surely_other
 from . import sdk
 from .annotate import LiveRoots, annotated_copy, not_yet_on
 from .remote import OVERFLOW_REMOTE_PARENTS, RemoteParents
-from .worker import NO_BARRIER, EndQueue, start_worker
+from .runtime import Runtime
+from .sink import NOTHING, LiveSink
+from .worker import ALL, AT_START_AGENT, AT_START_OTHER, AT_START_PLACED
 
 if TYPE_CHECKING:
     from .guard import Guard
@@ -44,57 +48,14 @@ PathOrConfig = Union[Config, str, "os.PathLike[str]"]
 
 DEFAULT_MAX_QUEUE_SIZE = 65_536
 DEFAULT_MAX_QUEUE_BYTES = 32 * 1024 * 1024
-_SPAN_OVERHEAD_BYTES = 512  # a queued span's own objects, beyond its string attribute values
-# How a span's start was taken into account (background mode), read when it ends.
-_AT_START_PLACED = 0  # a call, step or folded span, positioned at its start
-_AT_START_AGENT = 1  # an agent span: its end may close the episode
-_AT_START_OTHER = 2  # not a GenAI span at its start
 _MAX_POSITIONED = 1 << 20
-_ALL = object()
-_NOTHING: List[Any] = []  # never appended to
 
 
 def _never(name: str, attributes: Mapping[str, Any]) -> bool:  # noqa: ARG001 -- surely_other's signature
     return False
 
 
-class _LiveSink(Telemetry):
-    """Telemetry plus what only the live door needs: which traces to route to the engine, the
-    violations of the call in progress, and callbacks held until the engine lock is released."""
-
-    def __init__(self, tracked: Set[int], remote: RemoteParents, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.tracked = tracked
-        self.remote = remote
-        self.current: Optional[List[Violation]] = None
-
-    def take_deferred(self) -> List[Any]:
-        """End a section under the engine lock (begun with ``deferred = []``): the log records and
-        user callbacks it produced, to run once the lock is released."""
-        d = self.deferred
-        self.deferred = None
-        return d if d else _NOTHING
-
-    def trace_tracked(self, trace_id: str) -> None:
-        self.tracked.add(int(trace_id, 16))
-
-    def trace_released(self, trace_id: str) -> None:
-        tid = int(trace_id, 16)
-        self.tracked.discard(tid)
-        if self.remote.traces:
-            self.remote.released(tid)
-
-    def root_elsewhere(self, trace_id: str) -> bool:
-        remote = self.remote
-        return bool(remote.traces) and remote.root_elsewhere(int(trace_id, 16))
-
-    def violation(self, v: Violation) -> None:
-        super().violation(v)
-        if self.current is not None:
-            self.current.append(v)
-
-
-class AssertionSpanProcessor(SpanProcessor):
+class AssertionSpanProcessor(Runtime, SpanProcessor):
     """Checks a rules file against the spans of this process, live.
 
     Args:
@@ -178,32 +139,17 @@ class AssertionSpanProcessor(SpanProcessor):
         self._last_trace: Tuple[int, str] = (-1, "")
         # Traces with a span here whose parent is in another process: their root is not here.
         self._remote = RemoteParents()
-        self._sink = _LiveSink(self._tracked, self._remote, **self._telemetry_args)
+        self._sink = LiveSink(self._tracked, self._remote, **self._telemetry_args)
         self.engine = Engine(self.config, self._sink)
         self._role = self.engine.mapper.role
         self._surely_other = _never if self.engine.mapper.has_rules else surely_other
         self._marked_role = self.engine.mapper.marked_role
         self._roots = LiveRoots()  # used only without a wrapped exporter
-        self._positioned: Dict[int, int] = {}  # span id -> _AT_START_* (background mode)
+        self._positioned: Dict[int, int] = {}  # span id -> AT_START_* (background mode)
         # Plain child spans of followed traces the engine has not seen: span id -> parent span id
         # (with an export). Handed to the engine only when a GenAI span starts below one.
         self._links: Dict[int, int] = {}
         self._ends = 0
-
-    def _new_runtime(self) -> None:
-        """The engine lock, the queue and the threads (also after ``os.fork``: the parent's
-        threads are not in the child)."""
-        self._lock = threading.RLock()  # the engine is not thread-safe
-        self._stop = threading.Event()
-        self._queue = EndQueue(self._max_queue, self._max_bytes)
-        self._worker_gone = False
-        self._worker: Optional[threading.Thread] = None
-        self._thread: Optional[threading.Thread] = None
-        if self._shutdown:
-            return
-        self._start_ticker()
-        if self._background:
-            self._worker = start_worker(self, self._queue, self._stop)
 
     # -- SpanProcessor ------------------------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Any = None) -> None:
@@ -280,9 +226,9 @@ class AssertionSpanProcessor(SpanProcessor):
                 if len(marks) >= _MAX_POSITIONED:
                     marks.clear()  # spans that never ended; their ends then count as barriers (safe)
                 if role == ROLE_OTHER:
-                    marks[ctx.span_id] = _AT_START_OTHER
+                    marks[ctx.span_id] = AT_START_OTHER
                 elif positioned:
-                    marks[ctx.span_id] = _AT_START_AGENT if role == ROLE_AGENT else _AT_START_PLACED
+                    marks[ctx.span_id] = AT_START_AGENT if role == ROLE_AGENT else AT_START_PLACED
             if current is not None:
                 if role != ROLE_OTHER and (parent is None or parent.is_remote or
                                            self.engine.by_trace.get(self._trace_hex(tid)) is not None):
@@ -306,7 +252,7 @@ class AssertionSpanProcessor(SpanProcessor):
             self.engine.start_span(trace_hex, format(sid, "016x"), format(parent_id, "016x"), "", sdk.EMPTY, 0,
                                    None, ROLE_OTHER, False)
             if self._background:
-                marks[sid] = _AT_START_OTHER
+                marks[sid] = AT_START_OTHER
 
     def on_end(self, span: ReadableSpan) -> None:
         out: Optional[SpanOutcome] = None
@@ -358,42 +304,6 @@ class AssertionSpanProcessor(SpanProcessor):
         if items:
             self._sink.run_deferred(items)
 
-    def _other_child_inline(self, span: ReadableSpan, tid: int, name: str, attrs: Mapping[str, Any]) -> bool:
-        """Background mode: whether to take this span end in on the agent's thread. True (with the
-        engine lock held, for the caller to release) for a span that was no GenAI span at its start
-        and is none now, whose parent is in this process (so its end closes no episode), of a
-        trace-keyed episode with no end of its trace in the queue, while the engine is free. Its
-        end then costs the engine a few dictionary updates (its parent link, the episode's
-        activity and span time), in its trace's order (no end of the trace is overtaken; ends of
-        other traces touch other episodes). Queueing it would cost the agent's thread about as
-        much, and the worker as much again."""
-        if self._queue.traces.get(tid) or not self.engine.by_trace_key:
-            return False
-        sid = sdk.context(span).span_id
-        if self._positioned.get(sid) != _AT_START_OTHER:
-            return False
-        parent = sdk.parent(span)
-        if parent is None or parent.is_remote:
-            return False
-        if not self._surely_other(name, attrs) and self._marked_role(name, attrs) != ROLE_OTHER:
-            return False
-        if not self._lock.acquire(blocking=False):
-            return False  # the worker is judging an end: queue this one behind it
-        if self._queue.traces.get(tid):  # queued meanwhile by another thread: keep the order
-            self._lock.release()
-            return False
-        self._positioned.pop(sid, None)
-        return True
-
-    def _evaluate_unqueued(self, span: ReadableSpan) -> Tuple[Optional[SpanOutcome], List[Any]]:
-        """Evaluate a span end under the engine lock (held by the caller), leaving the queue alone."""
-        self._sink.deferred = []
-        try:
-            out = self._evaluate_end(span)
-        finally:
-            items = self._sink.take_deferred()
-        return out, items
-
     def _forward(self, span: ReadableSpan, out: Optional[SpanOutcome]) -> None:
         to_send: ReadableSpan = span
         if out is not None:
@@ -421,18 +331,6 @@ class AssertionSpanProcessor(SpanProcessor):
     def _deliver_closed(self, results: List[EpisodeResult]) -> None:
         if results and not self._export:
             self._roots.write_closed(results)
-
-    def _evaluate_end_locked(self, span: ReadableSpan) -> Tuple[Optional[SpanOutcome], List[Any]]:
-        """Evaluate a span end inline: under the engine lock, after anything still queued."""
-        with self._lock:
-            self._sink.deferred = []
-            if self._queue.items:
-                self._run_queue(_ALL)
-            try:
-                out = self._evaluate_end(span)
-            finally:
-                items = self._sink.take_deferred()
-        return out, items
 
     def _evaluate_end(self, span: ReadableSpan) -> Optional[SpanOutcome]:
         ctx = sdk.context(span)
@@ -488,247 +386,6 @@ class AssertionSpanProcessor(SpanProcessor):
         self._last_trace = (trace_id, text)
         return text
 
-    # -- background evaluation -------------------------------------------------------------------------
-    def _enqueue(self, span: ReadableSpan, tid: int, attrs: Mapping[str, Any], name: str, helped: List[Any]) -> bool:
-        """Queue a span end for the worker; False when there is no worker (evaluate inline). The
-        callbacks of queued ends this thread ran while it waited for room go to ``helped``."""
-        mark = self._positioned.pop(sdk.context(span).span_id, None)
-        parent = sdk.parent(span)
-        barrier: Any = NO_BARRIER
-        if (mark == _AT_START_AGENT or parent is None or parent.is_remote
-                or (mark != _AT_START_PLACED and self._marked_role(name, attrs) != ROLE_OTHER)):
-            # This end may close an episode or position a call: later starts of its trace (of any
-            # trace, for conversation episodes) must not overtake it.
-            barrier = tid if self.engine.by_trace_key else None
-        size = _SPAN_OVERHEAD_BYTES
-        for v in attrs.values():
-            if type(v) is str:
-                size += len(v)
-        item = (span, size, barrier, tid)
-        while True:
-            queued = self._queue.put(item, self._worker_alive)
-            if queued is not None:
-                return queued
-            helped.extend(self._help_once())  # full for a while: run one item here if the engine is free
-
-    def _worker_alive(self) -> bool:
-        w = self._worker
-        if w is not None and w.is_alive():
-            return True
-        if not self._worker_gone and not self._shutdown:
-            self._worker_gone = True
-            self._sink.internal_error("worker_gone", RuntimeError(
-                "the evaluation worker thread is gone; span ends are evaluated on the agent's thread"))
-        return False
-
-    def _run_item(self, span: ReadableSpan) -> Optional[SpanOutcome]:
-        try:
-            return self._evaluate_end(span)
-        except BaseException as exc:  # noqa: BLE001 - one bad item must not stop the others
-            self._sink.internal_error("on_end", exc)
-            return None
-
-    def _run_queue(self, tid: Any) -> None:
-        """Under the engine lock: run queued span ends in order until none that could change how a
-        start of trace ``tid`` (``_ALL``: any) is positioned is left. Their callbacks stay in the
-        sink's deferred list for the caller."""
-        queue = self._queue
-        budget = len(queue)
-        while budget > 0:
-            budget -= 1
-            with queue.cond:
-                if tid is not _ALL and not queue.has_barrier(tid):
-                    return
-                item = queue.take()
-            if item is None:
-                return
-            try:
-                self._forward(item[0], self._run_item(item[0]))
-            finally:
-                queue.done(item)
-
-    def _help_once(self) -> List[Any]:
-        """Run one queued span end on this thread if the engine is free (a full queue whose worker
-        is slow, or a caller that holds the engine lock itself)."""
-        if not self._lock.acquire(blocking=False):
-            return _NOTHING
-        self._sink.deferred = []
-        try:
-            item = self._queue.take_now()
-            if item is not None:
-                try:
-                    self._forward(item[0], self._run_item(item[0]))
-                finally:
-                    self._queue.done(item)
-        finally:
-            items = self._sink.take_deferred()
-            self._lock.release()
-        return items
-
-    def _work_once(self) -> bool:
-        """Worker: evaluate the next queued span end (False when the queue is empty). Under the
-        engine lock from taking to evaluating, so that a start on an agent thread sees every
-        earlier end run or none; the span is handed on and callbacks run after the lock is released."""
-        with self._lock:
-            item = self._queue.take_now()
-            if item is None:
-                return False
-            self._sink.deferred = []
-            try:
-                out = self._run_item(item[0])
-            finally:
-                items = self._sink.take_deferred()
-        try:
-            self._forward(item[0], out)
-            self._sink.run_deferred(items)
-        except BaseException as exc:  # noqa: BLE001 -- the processor never raises into the application
-            self._sink.internal_error("worker", exc)
-        finally:
-            self._queue.done(item)
-        return True
-
-    def _drain(self, timeout_s: float) -> bool:
-        """Wait until everything queued so far was evaluated and handed on (True), or the time is up.
-        Without a worker, the calling thread does the work."""
-        if not self._background:
-            return True
-        deadline = time.monotonic() + timeout_s
-        done = self._queue.wait_empty(timeout_s, self._worker_alive)
-        if done is not None:
-            return done
-        if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            return False
-        self._sink.deferred = []
-        try:
-            self._run_queue(_ALL)
-        finally:
-            items = self._sink.take_deferred()
-            self._lock.release()
-        self._sink.run_deferred(items)
-        return not self._queue.items
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Decide every open episode now (liveness rules become inconclusive), then flush the wrapped
-        processors within what is left of the deadline."""
-        deadline = time.monotonic() + timeout_millis / 1000.0
-        ok = self._drain(timeout_millis / 1000.0)
-        items: List[Any] = _NOTHING
-        try:
-            if self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
-                self._sink.deferred = []
-                try:
-                    self._deliver_closed(self.engine.close_all(CloseReason.FLUSH))
-                finally:
-                    items = self._sink.take_deferred()
-                    self._lock.release()
-            else:
-                ok = False
-        except Exception as exc:  # noqa: BLE001 -- the processor never raises into the application
-            self._sink.internal_error("force_flush", exc)
-        self._sink.run_deferred(items)
-        for p in self._export:
-            left = int(max(0.0, deadline - time.monotonic()) * 1000)
-            ok = self._flush_within(p, left) and ok
-        return ok
-
-    def _flush_within(self, processor: SpanProcessor, timeout_millis: int) -> bool:
-        """``processor.force_flush`` bounded by our deadline: the SDK's BatchSpanProcessor ignores
-        its timeout and exports on the caller's thread, so a hanging exporter would hang the app."""
-        done: List[bool] = []
-
-        def run() -> None:
-            try:
-                answer = processor.force_flush(timeout_millis)
-                # None: SDK < 1.45's base SpanProcessor.force_flush returns nothing (nothing to flush).
-                done.append(answer is None or bool(answer))
-            except Exception as exc:  # noqa: BLE001 -- the processor never raises into the application
-                self._sink.internal_error("force_flush", exc)
-                done.append(False)
-
-        _within(run, timeout_millis / 1000.0, "spanassert-flush")
-        return bool(done) and done[0]
-
-    def shutdown(self) -> None:
-        """Evaluate what is queued, decide open episodes, shut the wrapped processors down: all
-        within ``shutdown_timeout_millis``. Past it, queued spans are handed on unevaluated."""
-        if self._shutdown:
-            return
-        self._shutdown = True
-        deadline = time.monotonic() + self._shutdown_s
-
-        def left() -> float:
-            return max(0.0, deadline - time.monotonic())
-
-        self._drain(left())
-        self._stop.set()
-        self._queue.wake()
-        try:
-            if self._lock.acquire(timeout=left()):
-                self._sink.deferred = []
-                try:
-                    if self._queue.items:  # the worker is stuck (a callback that blocks): evaluate here
-                        self._run_queue(_ALL)
-                    self._deliver_closed(self.engine.close_all(CloseReason.SHUTDOWN))
-                finally:
-                    items = self._sink.take_deferred()
-                    self._lock.release()
-                if items:
-                    _within(lambda: self._sink.run_deferred(items), left(), "spanassert-callbacks")
-            else:
-                self._sink.internal_error("shutdown", TimeoutError("the engine stayed busy past the shutdown deadline"))
-        except Exception as exc:  # noqa: BLE001 -- the processor never raises into the application
-            self._sink.internal_error("shutdown", exc)
-        # Whatever is still queued goes on unevaluated: a span is never dropped.
-        while True:
-            item = self._queue.take_now()
-            if item is None:
-                break
-            self._forward(item[0], None)
-            self._queue.done(item)
-        for p in self._export:
-            def stop(p: SpanProcessor = p) -> None:
-                try:
-                    p.shutdown()
-                except Exception as exc:  # noqa: BLE001 -- the processor never raises into the application
-                    self._sink.internal_error("shutdown", exc)
-
-            _within(stop, left(), "spanassert-shutdown")
-
-    # -- idle timeouts and fork -----------------------------------------------------------------------
-    def _start_ticker(self) -> None:
-        if self._tick_interval <= 0:
-            return
-        ref = weakref.ref(self)
-        stop = self._stop
-        interval = self._tick_interval
-
-        def loop() -> None:
-            while not stop.wait(interval):
-                me = ref()
-                if me is None:
-                    return
-                items: List[Any] = _NOTHING
-                try:
-                    with me._lock:
-                        me._sink.deferred = []
-                        try:
-                            me._deliver_closed(me.engine.tick(time.time_ns()))
-                        finally:
-                            items = me._sink.take_deferred()
-                    me._sink.run_deferred(items)
-                except BaseException as exc:  # noqa: BLE001 - the ticker must not die
-                    me._sink.internal_error("tick", exc)
-                del me
-
-        self._thread = threading.Thread(target=loop, name="spanassert-idle", daemon=True)
-        self._thread.start()
-
-    def _after_fork(self) -> None:
-        # The child starts clean, as the SDK's BatchSpanProcessor does: the parent's open episodes,
-        # queued spans and threads belong to the parent.
-        self._new_engine()
-        self._new_runtime()
-
     # -- introspection ----------------------------------------------------------------------------------
     @property
     def telemetry(self) -> Telemetry:
@@ -746,27 +403,19 @@ class AssertionSpanProcessor(SpanProcessor):
         """Run a guard's ``decide(engine)`` under the engine lock, after every span end still
         queued (the decision reads the state all earlier spans left); the log records and callbacks
         it produced run after the lock is released, before this returns."""
-        items: List[Any] = _NOTHING
+        items: List[Any] = NOTHING
         try:
             with self._lock:
                 self._sink.deferred = []
                 try:
                     if self._queue.items:
-                        self._run_queue(_ALL)
+                        self._run_queue(ALL)
                     return decide(self.engine)
                 finally:
                     items = self._sink.take_deferred()
         finally:
             if items:
                 self._sink.run_deferred(items)
-
-
-def _within(fn: Callable[[], None], timeout_s: float, name: str) -> bool:
-    """Run ``fn`` on a daemon thread and wait for it at most ``timeout_s`` (True if it finished)."""
-    t = threading.Thread(target=fn, name=name, daemon=True)
-    t.start()
-    t.join(timeout_s)
-    return not t.is_alive()
 
 
 def _rule_tools(config: Config) -> List[str]:

@@ -1,4 +1,4 @@
-"""The background evaluation queue and its worker thread.
+"""The background evaluation queue, its worker thread, and the processor's side of the hand-off.
 
 Span ends wait in an :class:`EndQueue` in the order the SDK called ``on_end``, bounded in spans and
 in bytes; one :class:`threading.Condition` guards it, and the worker sleeps on it while the queue
@@ -9,13 +9,26 @@ whose tool name was only set at its end is positioned then). Each is queued with
 its trace id, or None when it may touch every trace (conversation episodes). A start in a trace
 with a pending barrier runs the queue up to it first (see the processor), so the engine sees the
 same order as inline evaluation.
+
+:class:`QueuedEnds` (a mixin of the processor) decides which span ends go to the queue and with
+which barrier, runs queued ends on the agent's thread when a start needs them or the queue stays
+full, is the worker's step, and waits for the queue to empty (flush, shutdown).
 """
 from __future__ import annotations
 
 import collections
 import threading
+import time
 import weakref
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from ..core.engine import Engine, SpanOutcome
+from ..mapping import ROLE_OTHER
+from . import sdk
+from .sink import NOTHING, LiveSink
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
 
 NO_BARRIER = object()
 # How long the worker lets spans gather after the first one wakes it from idle: waking it per span
@@ -25,6 +38,12 @@ GATHER_S = 0.005
 RECHECK_S = 0.25
 
 Item = Tuple[Any, int, Any, Any]  # (span, bytes, barrier key or NO_BARRIER, trace id)
+SPAN_OVERHEAD_BYTES = 512  # a queued span's own objects, beyond its string attribute values
+# How a span's start was taken into account (background mode), read when it ends.
+AT_START_PLACED = 0  # a call, step or folded span, positioned at its start
+AT_START_AGENT = 1  # an agent span: its end may close the episode
+AT_START_OTHER = 2  # not a GenAI span at its start
+ALL = object()  # _run_queue: every queued end, whatever its trace
 
 
 class EndQueue:
@@ -189,4 +208,196 @@ def start_worker(owner: Any, queue: EndQueue, stop: threading.Event) -> threadin
     return t
 
 
-__all__ = ["EndQueue", "NO_BARRIER", "start_worker"]
+class QueuedEnds:
+    """The processor's side of the hand-off (a mixin of the processor): which span ends go to the
+    worker and with which barrier, running queued ends on the agent's thread when a start needs
+    them (``_run_queue``) or the queue is full (``_help_once``), the worker's step
+    (``_work_once``), and waiting for the queue to empty (``_drain``)."""
+
+    engine: Engine
+    _sink: LiveSink
+    _lock: Any  # threading.RLock: the engine's lock
+    _queue: EndQueue
+    _background: bool
+    _shutdown: bool
+    _worker: Optional[threading.Thread]
+    _worker_gone: bool
+    _positioned: Dict[int, int]  # span id -> AT_START_* (background mode)
+    _marked_role: Callable[[str, Mapping[str, Any]], int]
+    _surely_other: Callable[[str, Mapping[str, Any]], bool]
+
+    def _forward(self, span: ReadableSpan, out: Optional[SpanOutcome]) -> None:
+        raise NotImplementedError  # the processor's: hand a span on to the wrapped processors
+
+    def _evaluate_end(self, span: ReadableSpan) -> Optional[SpanOutcome]:
+        raise NotImplementedError  # the processor's: give a span end to the engine
+
+    def _enqueue(self, span: ReadableSpan, tid: int, attrs: Mapping[str, Any], name: str, helped: List[Any]) -> bool:
+        """Queue a span end for the worker; False when there is no worker (evaluate inline). The
+        callbacks of queued ends this thread ran while it waited for room go to ``helped``."""
+        mark = self._positioned.pop(sdk.context(span).span_id, None)
+        parent = sdk.parent(span)
+        barrier: Any = NO_BARRIER
+        if (mark == AT_START_AGENT or parent is None or parent.is_remote
+                or (mark != AT_START_PLACED and self._marked_role(name, attrs) != ROLE_OTHER)):
+            # This end may close an episode or position a call: later starts of its trace (of any
+            # trace, for conversation episodes) must not overtake it.
+            barrier = tid if self.engine.by_trace_key else None
+        size = SPAN_OVERHEAD_BYTES
+        for v in attrs.values():
+            if type(v) is str:
+                size += len(v)
+        item = (span, size, barrier, tid)
+        while True:
+            queued = self._queue.put(item, self._worker_alive)
+            if queued is not None:
+                return queued
+            helped.extend(self._help_once())  # full for a while: run one item here if the engine is free
+
+    def _worker_alive(self) -> bool:
+        w = self._worker
+        if w is not None and w.is_alive():
+            return True
+        if not self._worker_gone and not self._shutdown:
+            self._worker_gone = True
+            self._sink.internal_error("worker_gone", RuntimeError(
+                "the evaluation worker thread is gone; span ends are evaluated on the agent's thread"))
+        return False
+
+    def _run_item(self, span: ReadableSpan) -> Optional[SpanOutcome]:
+        try:
+            return self._evaluate_end(span)
+        except BaseException as exc:  # noqa: BLE001 - one bad item must not stop the others
+            self._sink.internal_error("on_end", exc)
+            return None
+
+    def _run_queue(self, tid: Any) -> None:
+        """Under the engine lock: run queued span ends in order until none that could change how a
+        start of trace ``tid`` (``ALL``: any) is positioned is left. Their callbacks stay in the
+        sink's deferred list for the caller."""
+        queue = self._queue
+        budget = len(queue)
+        while budget > 0:
+            budget -= 1
+            with queue.cond:
+                if tid is not ALL and not queue.has_barrier(tid):
+                    return
+                item = queue.take()
+            if item is None:
+                return
+            try:
+                self._forward(item[0], self._run_item(item[0]))
+            finally:
+                queue.done(item)
+
+    def _help_once(self) -> List[Any]:
+        """Run one queued span end on this thread if the engine is free (a full queue whose worker
+        is slow, or a caller that holds the engine lock itself)."""
+        if not self._lock.acquire(blocking=False):
+            return NOTHING
+        self._sink.deferred = []
+        try:
+            item = self._queue.take_now()
+            if item is not None:
+                try:
+                    self._forward(item[0], self._run_item(item[0]))
+                finally:
+                    self._queue.done(item)
+        finally:
+            items = self._sink.take_deferred()
+            self._lock.release()
+        return items
+
+    def _work_once(self) -> bool:
+        """Worker: evaluate the next queued span end (False when the queue is empty). Under the
+        engine lock from taking to evaluating, so that a start on an agent thread sees every
+        earlier end run or none; the span is handed on and callbacks run after the lock is released."""
+        with self._lock:
+            item = self._queue.take_now()
+            if item is None:
+                return False
+            self._sink.deferred = []
+            try:
+                out = self._run_item(item[0])
+            finally:
+                items = self._sink.take_deferred()
+        try:
+            self._forward(item[0], out)
+            self._sink.run_deferred(items)
+        except BaseException as exc:  # noqa: BLE001 -- the processor never raises into the application
+            self._sink.internal_error("worker", exc)
+        finally:
+            self._queue.done(item)
+        return True
+
+    def _drain(self, timeout_s: float) -> bool:
+        """Wait until everything queued so far was evaluated and handed on (True), or the time is up.
+        Without a worker, the calling thread does the work."""
+        if not self._background:
+            return True
+        deadline = time.monotonic() + timeout_s
+        done = self._queue.wait_empty(timeout_s, self._worker_alive)
+        if done is not None:
+            return done
+        if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            return False
+        self._sink.deferred = []
+        try:
+            self._run_queue(ALL)
+        finally:
+            items = self._sink.take_deferred()
+            self._lock.release()
+        self._sink.run_deferred(items)
+        return not self._queue.items
+
+    def _other_child_inline(self, span: ReadableSpan, tid: int, name: str, attrs: Mapping[str, Any]) -> bool:
+        """Background mode: whether to take this span end in on the agent's thread. True (with the
+        engine lock held, for the caller to release) for a span that was no GenAI span at its start
+        and is none now, whose parent is in this process (so its end closes no episode), of a
+        trace-keyed episode with no end of its trace in the queue, while the engine is free. Its
+        end then costs the engine a few dictionary updates (its parent link, the episode's
+        activity and span time), in its trace's order (no end of the trace is overtaken; ends of
+        other traces touch other episodes). Queueing it would cost the agent's thread about as
+        much, and the worker as much again."""
+        if self._queue.traces.get(tid) or not self.engine.by_trace_key:
+            return False
+        sid = sdk.context(span).span_id
+        if self._positioned.get(sid) != AT_START_OTHER:
+            return False
+        parent = sdk.parent(span)
+        if parent is None or parent.is_remote:
+            return False
+        if not self._surely_other(name, attrs) and self._marked_role(name, attrs) != ROLE_OTHER:
+            return False
+        if not self._lock.acquire(blocking=False):
+            return False  # the worker is judging an end: queue this one behind it
+        if self._queue.traces.get(tid):  # queued meanwhile by another thread: keep the order
+            self._lock.release()
+            return False
+        self._positioned.pop(sid, None)
+        return True
+
+    def _evaluate_unqueued(self, span: ReadableSpan) -> Tuple[Optional[SpanOutcome], List[Any]]:
+        """Evaluate a span end under the engine lock (held by the caller), leaving the queue alone."""
+        self._sink.deferred = []
+        try:
+            out = self._evaluate_end(span)
+        finally:
+            items = self._sink.take_deferred()
+        return out, items
+
+    def _evaluate_end_locked(self, span: ReadableSpan) -> Tuple[Optional[SpanOutcome], List[Any]]:
+        """Evaluate a span end inline: under the engine lock, after anything still queued."""
+        with self._lock:
+            self._sink.deferred = []
+            if self._queue.items:
+                self._run_queue(ALL)
+            try:
+                out = self._evaluate_end(span)
+            finally:
+                items = self._sink.take_deferred()
+        return out, items
+
+
+__all__ = ["ALL", "AT_START_AGENT", "AT_START_OTHER", "AT_START_PLACED", "NO_BARRIER", "EndQueue", "QueuedEnds",
+           "start_worker"]
