@@ -78,7 +78,7 @@ def test_typed_mappings_are_checked_by_one_walk() -> None:
     # parser in a third (with its own jsonschema call per value): all now use config.fields.
     callers = sorted(name for name, tree in _modules().items() for node in ast.walk(tree)
                      if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "field_problems")
-    assert callers == ["assertions/rules/parse.py", "config/loader.py", "config/loader.py"]
+    assert callers == ["assertions/rules/parse.py", "config/build.py", "config/loader.py"]
 
 
 def test_a_rule_key_and_an_assertion_key_are_reported_through_the_same_walk() -> None:
