@@ -17,7 +17,7 @@ DOORS = {"live", "replay", "serve"}
 # Below the doors: the core and the libraries it is built from.
 SHARED = {"core", "assertions", "config", "mapping", "otlp", "report", "term"}
 # Entry points at the top: they may import anything.
-TOP = {"cli", "completion", "trace", "pytest_plugin", "__init__", "__main__"}
+TOP = {"cli", "completion", "trace", "trace_check", "pytest_plugin", "__init__", "__main__"}
 
 
 def _module_name(path: Path, root: Path) -> Tuple[str, bool]:
