@@ -13,10 +13,11 @@ from ..core.model import MISSING, Outcome
 from ..core.suggest import did_you_mean
 from . import codes
 from .fields import MISSING_KEY, UNKNOWN_KEY, ValueProblem, field_problems, kind_of
+from .keypath import KeyPath, parse_field_path
 from .model import Settings
 from .reporter import Reporter
 from .schema import EXPECTED_TYPE_ALIASES, LEGACY_EXPECTED
-from .source import Document, KeyPath, parse_field_path
+from .source import Document
 
 ORIGIN_EXPECTED = "expected"
 ORIGIN_ASSERTIONS = "assertions"

@@ -14,7 +14,7 @@ from ..assertions.schema_fast import plainly_valid
 from ..assertions.schema_util import SCHEMAS, schema_key
 from ..core.suggest import did_you_mean
 from . import codes
-from .source import KeyPath, format_path
+from .keypath import KeyPath, format_path
 
 ValueProblem = Tuple[str, str, KeyPath, Optional[str]]  # (code, message, path below the value, hint)
 

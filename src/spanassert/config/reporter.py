@@ -6,7 +6,8 @@ from typing import Any, List, Optional, Set, Tuple
 
 from ..core.model import Diagnostic
 from . import codes
-from .source import Document, KeyPath, format_path
+from .keypath import KeyPath, format_path
+from .source import Document
 
 
 def internal_error(exc: BaseException, file: Optional[str]) -> Diagnostic:

@@ -5,35 +5,28 @@ key and value keeps its 1-based line and column, repeated keys are seen (PyYAML'
 silently keeps the last one), and hostile input is refused before it costs anything: a size bound
 before parsing, a nesting bound while composing, and bounds on aliases and on the nodes they expand
 to (a "billion laughs" file composes to a few nodes but constructs to billions).
+
+Reading and composing are here; :mod:`.yaml_values` turns the composed nodes into values with
+positions, :mod:`.keypath` names a place in the file.
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Set, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.nodes import Node
 from yaml.resolver import Resolver
 
 from ..core.model import Diagnostic
 from . import codes
+from .keypath import KeyPath, Position, format_path, parse_field_path
+from .yaml_values import MAX_ALIAS_NODES, MAX_ALIASES, MAX_DEPTH, Refused, ValueBuilder, mark_pos
 
 MAX_CONFIG_BYTES = 1 << 20
-MAX_DEPTH = 64
-MAX_ALIASES = 100
-MAX_ALIAS_NODES = 10_000
-
-KeyPath = Tuple[Union[str, int], ...]
-Position = Tuple[Optional[int], Optional[int]]
-
-_TAG = "tag:yaml.org,2002:"
-_MERGE_TAG = _TAG + "merge"
-# Tags whose scalars become JSON values; timestamps stay text (a rules file has no date type).
-_SCALAR_AS_TEXT = {_TAG + "str", _TAG + "timestamp", _TAG + "value"}
-_COLLECTION_TAGS = {_TAG + "map", _TAG + "omap", _TAG + "pairs", _TAG + "set", _TAG + "seq"}
 
 
 class SourceProblem(Exception):
@@ -198,15 +191,6 @@ def _decode(data: bytes, label: Optional[str]) -> str:
 
 
 # -- composing ----------------------------------------------------------------------------------
-class _Refused(Exception):
-    def __init__(self, code: str, message: str, mark: Any, hint: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.mark = mark
-        self.hint = hint
-
-
 class _Bounds:
     """Composer hooks that count aliases and bound nesting. PyYAML's composer recurses once per
     nesting level, so the bound also keeps a hostile file from exhausting the stack."""
@@ -219,7 +203,7 @@ class _Bounds:
         if loader.check_event(yaml.AliasEvent):
             self.alias_count += 1
             if self.alias_count > MAX_ALIASES:
-                raise _Refused(
+                raise Refused(
                     codes.E_CFG_ALIAS,
                     f"more than {MAX_ALIASES} YAML aliases; refused as a possible alias bomb",
                     loader.peek_event().start_mark,
@@ -230,7 +214,7 @@ class _Bounds:
             self.depth += 1
             try:
                 if self.depth > MAX_DEPTH:
-                    raise _Refused(
+                    raise Refused(
                         codes.E_CFG_TOO_DEEP,
                         f"nesting deeper than {MAX_DEPTH} levels",
                         loader.peek_event().start_mark,
@@ -268,12 +252,6 @@ if getattr(yaml, "__with_libyaml__", False):  # pragma: no branch - depends on h
     _LOADERS.insert(0, _LibyamlLoader)
 
 
-def _mark_pos(mark: Any) -> Tuple[Optional[int], Optional[int]]:
-    if mark is None:
-        return (None, None)
-    return (mark.line + 1, mark.column + 1)
-
-
 def _line_col_of_index(text: str, index: int) -> Tuple[int, int]:
     before = text[:index]
     return before.count("\n") + 1, index - (before.rfind("\n") + 1) + 1
@@ -287,8 +265,8 @@ def parse_document(source: Source) -> Document:
     try:
         loader = _LOADERS[0](source.text)  # the reader checks for forbidden characters right here
         node = loader.get_single_node()
-    except _Refused as r:
-        line, col = _mark_pos(r.mark)
+    except Refused as r:
+        line, col = mark_pos(r.mark)
         raise SourceProblem([Diagnostic(r.code, r.message, file=file, line=line, column=col, hint=r.hint)]) from None
     except yaml.reader.ReaderError as exc:
         line, col = _line_col_of_index(source.text, exc.position)
@@ -300,7 +278,7 @@ def parse_document(source: Source) -> Document:
             hint="remove the control character (write it as an escape such as \"\\x07\" inside a quoted string)",
         )]) from None
     except yaml.MarkedYAMLError as exc:
-        line, col = _mark_pos(exc.problem_mark or exc.context_mark)
+        line, col = mark_pos(exc.problem_mark or exc.context_mark)
         if "maximum nesting depth" in (exc.problem or ""):  # libyaml's own bound, met while scanning ahead
             raise SourceProblem([Diagnostic(codes.E_CFG_TOO_DEEP, f"nesting deeper than {MAX_DEPTH} levels",
                                             file=file, line=line, column=col,
@@ -323,11 +301,11 @@ def parse_document(source: Source) -> Document:
             loader.dispose()
     if node is None:
         return Document(None, file, source.base_dir, {}, {})
-    builder = _ValueBuilder(file)
+    builder = ValueBuilder(file)
     try:
         value = builder.build(node, ())
-    except _Refused as r:
-        line, col = _mark_pos(r.mark)
+    except Refused as r:
+        line, col = mark_pos(r.mark)
         raise SourceProblem([Diagnostic(r.code, r.message, file=file, line=line, column=col, hint=r.hint)]) from None
     return Document(value, file, source.base_dir, builder.value_at, builder.key_at, builder.problems)
 
@@ -375,171 +353,6 @@ def _parse_hint(exc: yaml.MarkedYAMLError) -> str:
     return "fix the YAML syntax at this position (check indentation, quotes and brackets)"
 
 
-class _ValueBuilder:
-    """Turns composed nodes into plain values, recording positions and duplicate keys."""
-
-    def __init__(self, file: Optional[str]) -> None:
-        self.file = file
-        self.value_at: Dict[KeyPath, Tuple[int, int]] = {}
-        self.key_at: Dict[KeyPath, Tuple[int, int]] = {}
-        self.problems: List[Diagnostic] = []
-        self._seen: Set[int] = set()
-        self._alias_nodes = 0
-        self._scalars = SafeConstructor()
-
-    def _record(self, path: KeyPath, node: Node) -> None:
-        line, col = _mark_pos(node.start_mark)
-        if line is not None and col is not None:
-            self.value_at[path] = (line, col)
-
-    def build(self, node: Node, path: KeyPath, via_alias: bool = False) -> Any:
-        # A node met a second time is an alias use: what it expands to is counted, and bounded.
-        if id(node) in self._seen:
-            via_alias = True
-        self._seen.add(id(node))
-        if via_alias:
-            self._alias_nodes += 1
-            if self._alias_nodes > MAX_ALIAS_NODES:
-                raise _Refused(
-                    codes.E_CFG_ALIAS,
-                    f"YAML aliases expand to more than {MAX_ALIAS_NODES} nodes; refused as a possible alias bomb",
-                    node.start_mark,
-                    "write the repeated parts out, or reduce nested `*alias` references",
-                )
-        if len(path) > MAX_DEPTH:
-            # Only reachable through aliases (a recursive anchor); composing already bounds the rest.
-            raise _Refused(codes.E_CFG_TOO_DEEP, f"nesting deeper than {MAX_DEPTH} levels (through aliases)",
-                           node.start_mark, "remove the recursive alias")
-        self._record(path, node)
-        if isinstance(node, ScalarNode):
-            return self._scalar(node)
-        if isinstance(node, SequenceNode):
-            self._check_collection_tag(node)
-            return [self.build(item, (*path, i), via_alias) for i, item in enumerate(node.value)]
-        if isinstance(node, MappingNode):
-            self._check_collection_tag(node)
-            return self._mapping(node, path, via_alias)
-        return None  # pragma: no cover - PyYAML has no other node kind
-
-    def _check_collection_tag(self, node: Node) -> None:
-        if node.tag not in _COLLECTION_TAGS:
-            self._unsupported_tag(node)
-
-    def _unsupported_tag(self, node: Node) -> None:
-        line, col = _mark_pos(node.start_mark)
-        self.problems.append(Diagnostic(
-            codes.E_CFG_PARSE, f"YAML tag `{node.tag}` is not supported in a rules file",
-            file=self.file, line=line, column=col,
-            hint="remove the tag; a rules file holds plain mappings, lists, strings, numbers, booleans and nulls",
-        ))
-
-    def _scalar(self, node: ScalarNode) -> Any:
-        tag = node.tag
-        if tag in _SCALAR_AS_TEXT:
-            return node.value
-        try:
-            if tag == _TAG + "null":
-                return None
-            if tag == _TAG + "bool":
-                return self._scalars.construct_yaml_bool(node)
-            if tag == _TAG + "int":
-                return self._scalars.construct_yaml_int(node)
-            if tag == _TAG + "float":
-                return self._scalars.construct_yaml_float(node)
-        except (ValueError, TypeError, yaml.YAMLError):
-            line, col = _mark_pos(node.start_mark)
-            self.problems.append(Diagnostic(
-                codes.E_CFG_PARSE, f"`{node.value}` is not a valid {tag[len(_TAG):]}",
-                file=self.file, line=line, column=col, hint="quote it to make it a string",
-            ))
-            return node.value
-        self._unsupported_tag(node)
-        return node.value
-
-    def _key_text(self, key_node: Node, path: KeyPath) -> Optional[str]:
-        if isinstance(key_node, ScalarNode):
-            # The key as written: `on:`/`yes:`/`1:` stay the text the user typed.
-            return str(key_node.value)
-        line, col = _mark_pos(key_node.start_mark)
-        self.problems.append(Diagnostic(
-            codes.E_CFG_TYPE, "a mapping key must be a plain scalar, not a list or mapping",
-            file=self.file, line=line, column=col, path=format_path(path), hint="use a string key",
-        ))
-        return None
-
-    def _mapping(self, node: MappingNode, path: KeyPath, via_alias: bool) -> Dict[str, Any]:
-        out: Dict[str, Any] = {}
-        first_at: Dict[str, Tuple[Optional[int], Optional[int]]] = {}
-        merges: List[Tuple[Node, Node]] = []
-        for key_node, value_node in node.value:
-            if key_node.tag == _MERGE_TAG:
-                merges.append((key_node, value_node))
-                continue
-            key = self._key_text(key_node, path)
-            if key is None:
-                continue
-            kline, kcol = _mark_pos(key_node.start_mark)
-            if key in first_at:
-                line0 = first_at[key][0]
-                self.problems.append(Diagnostic(
-                    codes.E_CFG_DUPLICATE_KEY,
-                    f"duplicate key `{key}` (first given at line {line0})",
-                    file=self.file, line=kline, column=kcol, path=format_path((*path, key)),
-                    hint="keep one of the two; YAML parsers differ on which one wins",
-                ))
-                continue
-            first_at[key] = (kline, kcol)
-            below = (*path, key)
-            if kline is not None and kcol is not None:
-                self.key_at[below] = (kline, kcol)
-            out[key] = self.build(value_node, below, via_alias)
-        # `<<: *base` merges: keys written here win over merged ones; earlier sources win over later.
-        for _key_node, value_node in merges:
-            sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
-            for src in sources:
-                if not isinstance(src, MappingNode):
-                    line, col = _mark_pos(src.start_mark)
-                    self.problems.append(Diagnostic(
-                        codes.E_CFG_TYPE, "`<<` must merge a mapping (or a list of mappings)",
-                        file=self.file, line=line, column=col, path=format_path(path),
-                        hint="point `<<` at an anchored mapping, e.g. `<<: *defaults`",
-                    ))
-                    continue
-                merged = self._mapping_for_merge(src, path)
-                for k, v in merged.items():
-                    if k not in out:
-                        out[k] = v
-        return out
-
-    def _mapping_for_merge(self, src: MappingNode, path: KeyPath) -> Dict[str, Any]:
-        # Positions recorded for merged keys point at the anchored mapping; explicit keys keep theirs.
-        saved_values = dict(self.value_at)
-        saved_keys = dict(self.key_at)
-        merged = self.build(src, path, True)
-        for table, saved in ((self.value_at, saved_values), (self.key_at, saved_keys)):
-            for k, v in saved.items():
-                table[k] = v
-        return merged if isinstance(merged, dict) else {}
-
-
-def format_path(path: KeyPath) -> str:
-    """``("tests", 0, "assertions", 1, "tool")`` -> ``tests[0].assertions[1].tool``."""
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part and all(c.isalnum() or c in "_-$" for c in part):
-            out += ("." if out else "") + part
-        else:
-            out += '["' + part.replace("\\", "\\\\").replace('"', '\\"') + '"]'
-    return out
-
-
-def parse_field_path(field: str) -> KeyPath:
-    """``policy.schema`` / ``rules[2].then`` / ``rules.2.then`` -> a key path below an assertion."""
-    out: List[Union[str, int]] = []
-    for chunk in field.replace("]", "").replace("[", ".").split("."):
-        if not chunk:
-            continue
-        out.append(int(chunk) if chunk.isdigit() else chunk)
-    return tuple(out)
+# Names that import from here as before: key paths (keypath.py) and the bounds (yaml_values.py).
+__all__ = ["MAX_CONFIG_BYTES", "MAX_DEPTH", "MAX_ALIASES", "MAX_ALIAS_NODES", "KeyPath", "Position", "SourceProblem",
+           "Source", "Document", "read_source", "parse_document", "format_path", "parse_field_path"]

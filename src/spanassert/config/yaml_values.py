@@ -1,0 +1,189 @@
+"""Composed YAML nodes -> plain values (dicts, lists, JSON scalars) that remember their positions.
+
+Repeated keys are reported (the first value kept), merge keys (``<<``) are expanded, tags a rules
+file has no use for are refused, and what aliases expand to is bounded (a "billion laughs" file
+composes to a few nodes but would construct to billions).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+import yaml
+from yaml.constructor import SafeConstructor
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from ..core.model import Diagnostic
+from . import codes
+from .keypath import KeyPath, format_path
+
+MAX_DEPTH = 64
+MAX_ALIASES = 100
+MAX_ALIAS_NODES = 10_000
+
+_TAG = "tag:yaml.org,2002:"
+_MERGE_TAG = _TAG + "merge"
+# Tags whose scalars become JSON values; timestamps stay text (a rules file has no date type).
+_SCALAR_AS_TEXT = {_TAG + "str", _TAG + "timestamp", _TAG + "value"}
+_COLLECTION_TAGS = {_TAG + "map", _TAG + "omap", _TAG + "pairs", _TAG + "set", _TAG + "seq"}
+
+
+class Refused(Exception):
+    def __init__(self, code: str, message: str, mark: Any, hint: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.mark = mark
+        self.hint = hint
+
+
+def mark_pos(mark: Any) -> Tuple[Optional[int], Optional[int]]:
+    if mark is None:
+        return (None, None)
+    return (mark.line + 1, mark.column + 1)
+
+
+class ValueBuilder:
+    """Turns composed nodes into plain values, recording positions and duplicate keys."""
+
+    def __init__(self, file: Optional[str]) -> None:
+        self.file = file
+        self.value_at: Dict[KeyPath, Tuple[int, int]] = {}
+        self.key_at: Dict[KeyPath, Tuple[int, int]] = {}
+        self.problems: List[Diagnostic] = []
+        self._seen: Set[int] = set()
+        self._alias_nodes = 0
+        self._scalars = SafeConstructor()
+
+    def _record(self, path: KeyPath, node: Node) -> None:
+        line, col = mark_pos(node.start_mark)
+        if line is not None and col is not None:
+            self.value_at[path] = (line, col)
+
+    def build(self, node: Node, path: KeyPath, via_alias: bool = False) -> Any:
+        # A node met a second time is an alias use: what it expands to is counted, and bounded.
+        if id(node) in self._seen:
+            via_alias = True
+        self._seen.add(id(node))
+        if via_alias:
+            self._alias_nodes += 1
+            if self._alias_nodes > MAX_ALIAS_NODES:
+                raise Refused(
+                    codes.E_CFG_ALIAS,
+                    f"YAML aliases expand to more than {MAX_ALIAS_NODES} nodes; refused as a possible alias bomb",
+                    node.start_mark,
+                    "write the repeated parts out, or reduce nested `*alias` references",
+                )
+        if len(path) > MAX_DEPTH:
+            # Only reachable through aliases (a recursive anchor); composing already bounds the rest.
+            raise Refused(codes.E_CFG_TOO_DEEP, f"nesting deeper than {MAX_DEPTH} levels (through aliases)",
+                           node.start_mark, "remove the recursive alias")
+        self._record(path, node)
+        if isinstance(node, ScalarNode):
+            return self._scalar(node)
+        if isinstance(node, SequenceNode):
+            self._check_collection_tag(node)
+            return [self.build(item, (*path, i), via_alias) for i, item in enumerate(node.value)]
+        if isinstance(node, MappingNode):
+            self._check_collection_tag(node)
+            return self._mapping(node, path, via_alias)
+        return None  # pragma: no cover - PyYAML has no other node kind
+
+    def _check_collection_tag(self, node: Node) -> None:
+        if node.tag not in _COLLECTION_TAGS:
+            self._unsupported_tag(node)
+
+    def _unsupported_tag(self, node: Node) -> None:
+        line, col = mark_pos(node.start_mark)
+        self.problems.append(Diagnostic(
+            codes.E_CFG_PARSE, f"YAML tag `{node.tag}` is not supported in a rules file",
+            file=self.file, line=line, column=col,
+            hint="remove the tag; a rules file holds plain mappings, lists, strings, numbers, booleans and nulls",
+        ))
+
+    def _scalar(self, node: ScalarNode) -> Any:
+        tag = node.tag
+        if tag in _SCALAR_AS_TEXT:
+            return node.value
+        try:
+            if tag == _TAG + "null":
+                return None
+            if tag == _TAG + "bool":
+                return self._scalars.construct_yaml_bool(node)
+            if tag == _TAG + "int":
+                return self._scalars.construct_yaml_int(node)
+            if tag == _TAG + "float":
+                return self._scalars.construct_yaml_float(node)
+        except (ValueError, TypeError, yaml.YAMLError):
+            line, col = mark_pos(node.start_mark)
+            self.problems.append(Diagnostic(
+                codes.E_CFG_PARSE, f"`{node.value}` is not a valid {tag[len(_TAG):]}",
+                file=self.file, line=line, column=col, hint="quote it to make it a string",
+            ))
+            return node.value
+        self._unsupported_tag(node)
+        return node.value
+
+    def _key_text(self, key_node: Node, path: KeyPath) -> Optional[str]:
+        if isinstance(key_node, ScalarNode):
+            # The key as written: `on:`/`yes:`/`1:` stay the text the user typed.
+            return str(key_node.value)
+        line, col = mark_pos(key_node.start_mark)
+        self.problems.append(Diagnostic(
+            codes.E_CFG_TYPE, "a mapping key must be a plain scalar, not a list or mapping",
+            file=self.file, line=line, column=col, path=format_path(path), hint="use a string key",
+        ))
+        return None
+
+    def _mapping(self, node: MappingNode, path: KeyPath, via_alias: bool) -> Dict[str, Any]:
+        out: Dict[str, Any] = {}
+        first_at: Dict[str, Tuple[Optional[int], Optional[int]]] = {}
+        merges: List[Tuple[Node, Node]] = []
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
+                merges.append((key_node, value_node))
+                continue
+            key = self._key_text(key_node, path)
+            if key is None:
+                continue
+            kline, kcol = mark_pos(key_node.start_mark)
+            if key in first_at:
+                line0 = first_at[key][0]
+                self.problems.append(Diagnostic(
+                    codes.E_CFG_DUPLICATE_KEY,
+                    f"duplicate key `{key}` (first given at line {line0})",
+                    file=self.file, line=kline, column=kcol, path=format_path((*path, key)),
+                    hint="keep one of the two; YAML parsers differ on which one wins",
+                ))
+                continue
+            first_at[key] = (kline, kcol)
+            below = (*path, key)
+            if kline is not None and kcol is not None:
+                self.key_at[below] = (kline, kcol)
+            out[key] = self.build(value_node, below, via_alias)
+        # `<<: *base` merges: keys written here win over merged ones; earlier sources win over later.
+        for _key_node, value_node in merges:
+            sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
+            for src in sources:
+                if not isinstance(src, MappingNode):
+                    line, col = mark_pos(src.start_mark)
+                    self.problems.append(Diagnostic(
+                        codes.E_CFG_TYPE, "`<<` must merge a mapping (or a list of mappings)",
+                        file=self.file, line=line, column=col, path=format_path(path),
+                        hint="point `<<` at an anchored mapping, e.g. `<<: *defaults`",
+                    ))
+                    continue
+                merged = self._mapping_for_merge(src, path)
+                for k, v in merged.items():
+                    if k not in out:
+                        out[k] = v
+        return out
+
+    def _mapping_for_merge(self, src: MappingNode, path: KeyPath) -> Dict[str, Any]:
+        # Positions recorded for merged keys point at the anchored mapping; explicit keys keep theirs.
+        saved_values = dict(self.value_at)
+        saved_keys = dict(self.key_at)
+        merged = self.build(src, path, True)
+        for table, saved in ((self.value_at, saved_values), (self.key_at, saved_keys)):
+            for k, v in saved.items():
+                table[k] = v
+        return merged if isinstance(merged, dict) else {}
