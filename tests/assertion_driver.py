@@ -21,6 +21,7 @@ import jsonschema
 
 from spanassert.assertions import ASSERTION_TYPES, Assertion, BuildContext
 from spanassert.assertions.base import COMMON_FIELDS
+from spanassert.config.fields import MISSING_KEY, UNKNOWN_KEY, field_problems
 from spanassert.core.model import (
     MISSING,
     STATUS_ERROR,
@@ -45,29 +46,35 @@ class ConfigRefused(Exception):
         self.codes = [p[0] for p in problems]
 
 
+def schema_problem(schema: Any, value: Any, label: str) -> Optional[Tuple[str, str, Tuple[()], None]]:
+    """The drivers' value check for the product's field walk: jsonschema's own message, code E_CFG_SCHEMA
+    (the loader words values its own way; these tests assert jsonschema's wording)."""
+    try:
+        jsonschema.validate(value, schema)
+    except jsonschema.ValidationError as exc:
+        return ("E_CFG_SCHEMA", exc.message, (), None)
+    return None
+
+
 def check_values(spec: Dict[str, Any]) -> Tuple[type, Dict[str, Any]]:
+    """The assertion's keys checked by the loader's walk (config.fields.field_problems), values filled
+    in as the loader fills them."""
     cls = ASSERTION_TYPES[spec["type"]]
     declared = dict(COMMON_FIELDS)
     declared.update(cls.fields)
     problems = []
-    for key in spec:
-        if key != "type" and key not in declared:
-            problems.append(("E_CFG_UNKNOWN_KEY", f"unknown key `{key}`", key, None))
-    values: Dict[str, Any] = {}
-    for name, field in declared.items():
-        if name in spec:
-            try:
-                jsonschema.validate(spec[name], field.schema)
-            except jsonschema.ValidationError as exc:
-                problems.append(("E_CFG_SCHEMA", exc.message, name, None))
-            values[name] = spec[name]
-        elif field.required:
-            problems.append(("E_CFG_REQUIRED", f"missing required key `{name}`", name, None))
-        else:
-            # As the loader does: every declared key is present, None when it has no default.
-            values[name] = None if field.default is MISSING else field.default
+    for p in field_problems(spec, declared, known=lambda key: key == "type", check=schema_problem):
+        if p.kind == UNKNOWN_KEY:
+            problems.append(("E_CFG_UNKNOWN_KEY", f"unknown key `{p.key}`", p.key, None))
+        elif p.kind == MISSING_KEY:
+            problems.append(("E_CFG_REQUIRED", f"missing required key `{p.key}`", p.key, None))
+        elif p.problem is not None:
+            problems.append((p.problem[0], p.problem[1], p.key, None))
     if problems:
         raise ConfigRefused(problems)
+    # As the loader does: every declared key is present, None when it has no default.
+    values = {name: spec[name] if name in spec else None if field.default is MISSING else field.default
+              for name, field in declared.items()}
     return cls, values
 
 

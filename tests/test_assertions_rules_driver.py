@@ -14,11 +14,11 @@ import copy
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import jsonschema
-
 import spanassert.assertions  # noqa: F401 - registers every type
+from assertion_driver import schema_problem
 from spanassert.assertions.base import COMMON_FIELDS, Assertion, BuildContext
 from spanassert.assertions.registry import ASSERTION_TYPES, EXPECTED_TYPES
+from spanassert.config.fields import MISSING_KEY, UNKNOWN_KEY, field_problems
 from spanassert.core.model import MISSING, STATUS_OK, CloseReason, EpisodeView, Failure, Outcome, ToolCall, Verdict
 
 
@@ -47,23 +47,17 @@ def build(type_name: str, values: Dict[str, Any], *, surface: str = "expected",
     fields = dict(COMMON_FIELDS)
     fields.update(cls.fields)
     shape: List[Tuple[Any, ...]] = []
-    filled: Dict[str, Any] = {}
-    for key, value in values.items():
-        if key not in fields:
-            shape.append(("E_CFG_UNKNOWN_KEY", f"unknown key `{key}`", key, None))
-            continue
-        try:
-            jsonschema.validate(value, fields[key].schema)
-        except jsonschema.ValidationError as exc:
-            shape.append(("E_CFG_SCHEMA", exc.message, key, None))
-            continue
-        filled[key] = value
+    # The loader's walk (config.fields.field_problems), with jsonschema's wording for a bad value.
+    for p in field_problems(values, fields, check=schema_problem):
+        if p.kind == UNKNOWN_KEY:
+            shape.append(("E_CFG_UNKNOWN_KEY", f"unknown key `{p.key}`", p.key, None))
+        elif p.kind == MISSING_KEY:
+            shape.append(("E_CFG_MISSING_KEY", f"missing key `{p.key}`", p.key, None))
+        elif p.problem is not None:
+            shape.append((p.problem[0], p.problem[1], p.key, None))
+    filled: Dict[str, Any] = {key: value for key, value in values.items() if key in fields}
     for key, fld in fields.items():
-        if key in filled:
-            continue
-        if fld.required:
-            shape.append(("E_CFG_MISSING_KEY", f"missing key `{key}`", key, None))
-        elif fld.default is not MISSING:
+        if key not in filled and not fld.required and fld.default is not MISSING:
             filled[key] = copy.deepcopy(fld.default)
     if shape:
         raise Refused(shape)
