@@ -1,8 +1,10 @@
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from assertion_driver import Call, Episode, build, drive, footprint, ok
 
 from spanassert.assertions.loops import MAX_DISTINCT_CALLS
@@ -112,3 +114,47 @@ def test_rules_that_cannot_fail_are_refused_at_load(extra: Dict[str, Any], why: 
         load_config(text)
     d = [d for d in info.value.diagnostics if d.code == "E_ASSERT_INEFFECTIVE"]
     assert d and why in d[0].message
+
+
+def _reference_failures(names: List[str], args: List[int], maximum: int, window: Optional[int],
+                        cycle_length: int) -> List[Tuple[int, str]]:
+    """What trace_no_repeat must report, computed naively from the whole list at every call."""
+    out: List[Tuple[int, str]] = []
+    cycled = False
+    for j in range(len(names)):
+        kind = None
+        periods = range(2, cycle_length + 1) if cycle_length >= 2 else range(0)
+        for p in periods if not cycled else ():
+            run = 0
+            while j - run - p >= 0 and names[j - run] == names[j - run - p]:
+                run += 1
+            pattern = names[j - p + 1:j + 1]
+            primitive = not any(p % d == 0 and pattern == pattern[:d] * (p // d) for d in range(1, p))
+            if run >= p * maximum and len(pattern) == p and primitive:
+                cycled, kind = True, "cycle"
+                break
+        key = (names[j], args[j])
+        lo = 0 if window is None else max(0, j - window + 1)
+        if sum(1 for i in range(lo, j + 1) if (names[i], args[i]) == key) == maximum + 1:
+            kind = "repeat"  # reported before a cycle at the same call
+        if kind is not None:
+            out.append((j, kind))
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(calls=st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 2)), max_size=90),
+       maximum=st.integers(1, 3), window=st.sampled_from([None, 2, 3, 5, 64, 65]),
+       cycle_length=st.sampled_from([0, 2, 3, 4]))
+def test_repeats_and_cycles_are_reported_where_a_naive_count_over_the_whole_list_says(
+        calls: List[Tuple[str, int]], maximum: int, window: Optional[int], cycle_length: int) -> None:
+    spec: Dict[str, Any] = {"type": "trace_no_repeat", "max": maximum, "cycle_length": cycle_length}
+    if window is not None:
+        spec["window"] = window
+    if window is not None and window <= maximum and cycle_length < 2:
+        return  # refused at load: it cannot fail
+    names = [n for n, _ in calls]
+    args = [a for _, a in calls]
+    run = drive(spec, [ok(n, {"q": a}) for n, a in calls])
+    got = [(r.position, "cycle" if "completes the pattern" in r.failure.message else "repeat") for r in run.failures]
+    assert got == _reference_failures(names, args, maximum, window, cycle_length)

@@ -191,3 +191,32 @@ def test_keys_too_deep_or_too_many_to_scan_are_never_cleared() -> None:
     assert drive(SPEC, [ok("notify", wide)]).verdict is Verdict.INCONCLUSIVE
     clean = {"recipients": {"team": {"role": "cc"}}, "n": [1, {"a": "b"}]}
     assert drive(SPEC, [ok("notify", clean)]).verdict is Verdict.PASSED
+
+
+# -- one search over the recorded text stands for the scan of every leaf --------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from spanassert.assertions.detectors import expand, scanner  # noqa: E402
+from spanassert.assertions.sensitive import cleared_as_recorded, find_in_value  # noqa: E402
+
+_leaf = st.text(alphabet="0123456789 -+@.AKIaSEcrtBbexyz", max_size=24) | st.integers(-10**20, 10**20) \
+    | st.sampled_from(["4111 1111 1111 1111", "jane@example.com", "sk-" + "aB3" * 16, "AKIAIOSFODNN7EXAMPLE"])
+_key = st.text("abc", max_size=3) | st.sampled_from(["jane@example.com", "4111111111111111", "eyJhbGciOi"])
+_value = st.recursive(_leaf | st.none() | st.booleans() | st.floats(allow_nan=False),
+                      lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_key, inner, max_size=4),
+                      max_leaves=20)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=_value, group=st.sampled_from(["all", "secrets", "pii"]))
+def test_a_recorded_text_cleared_whole_is_what_the_scan_of_its_leaves_says(value: Any, group: str) -> None:
+    import json
+
+    with_scanner = scanner(expand([group]))
+    raw = json.dumps(value, ensure_ascii=False)
+    if cleared_as_recorded(raw, with_scanner):
+        assert find_in_value(json.loads(raw), with_scanner) == (None, True)
+    hit, _ = find_in_value(json.loads(raw), with_scanner)
+    if hit is not None:
+        assert not cleared_as_recorded(raw, with_scanner)

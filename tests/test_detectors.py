@@ -176,3 +176,49 @@ def test_a_long_hostile_text_is_scanned_in_linear_time(name: str) -> None:
     for text in texts:
         DETECTORS[name].found(text)
     assert time.process_time() - t0 < 5.0
+
+
+# -- the scanner's cheap test (Cue): a necessary condition of each detector ------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from spanassert.assertions.detectors import Scanner  # noqa: E402
+
+_PIECES = [t for _, t in POSITIVES] + NEGATIVES
+
+
+@pytest.mark.parametrize("name, text", POSITIVES, ids=[f"{n}:{t[:24]}" for n, t in POSITIVES])
+def test_every_positive_meets_its_detectors_cue_and_its_hint(name: str, text: str) -> None:
+    import re
+
+    assert Scanner([name]).may_find(text)
+    assert re.search(DETECTORS[name].hint or "", text)
+
+
+_text = st.lists(
+    st.sampled_from(_PIECES).flatmap(lambda p: st.tuples(st.integers(0, len(p)), st.integers(0, len(p)))
+                                     .map(lambda ij: p[min(ij):max(ij)]))
+    | st.text(alphabet="0123456789 -+().@AKIaSEcrtBbe\u0663\u0966\u017f", max_size=30),
+    max_size=6).map("".join)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_text)
+def test_where_no_cue_holds_no_detector_finds_anything(text: str) -> None:
+    """Texts built from pieces of the corpus (cut anywhere), digits of other scripts and the
+    characters the shapes are made of: whatever a detector finds, its scanner's cheap test let
+    through."""
+    for name in DETECTORS:
+        if DETECTORS[name].found(text):
+            assert Scanner([name]).may_find(text), (name, text)
+    every = Scanner(expand(["all"]))
+    if not every.may_find(text):
+        assert every.scan(text) is None and every.clears(text)
+    for inner in (text[1:], text[:-1], text[2:-2]):
+        if every.clears(text):
+            assert every.clears(inner)  # a cleared text clears its pieces
+
+
+def test_digit_counts_cover_digits_of_every_script() -> None:
+    assert Scanner(["credit_card"]).may_find("\u0664\u0661\u0661\u0661" * 4)  # Arabic-Indic digits: \d matches
+    assert not Scanner(["credit_card"]).may_find("order 12345 of 678")

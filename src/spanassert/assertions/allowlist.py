@@ -14,6 +14,8 @@ from .base import Assertion, BuildContext, Field
 from .call_checks import call_ref, unfinished
 from .registry import register
 
+_MAX_NAMES_KNOWN = 4096  # tool names whose verdict one rule remembers
+
 # Names a pattern is tried on to tell whether it admits every tool (then the rule cannot fail).
 _PROBE_NAMES = ("", "a", "Z", "0", "delete_database", "rm -rf /", "Ω.tool/x:y", "x" * 257)
 
@@ -62,6 +64,8 @@ class OnlyToolsAssertion(Assertion):
                 hint="e.g. `tools: [search, lookup_order]`",
             )
         self.tools = None  # every call is judged
+        self._what_text: Optional[str] = None  # the allowed tools as messages name them, made once
+        self._allows: Dict[str, bool] = {}  # tool name -> allowed, as names are first seen
         self.reports_at_start = True
 
     def ineffective_reason(self) -> Optional[str]:
@@ -70,17 +74,24 @@ class OnlyToolsAssertion(Assertion):
         return None
 
     def allows(self, name: str) -> bool:
-        if name in self.allowed:
-            return True
-        return self.pattern is not None and self.pattern.fullmatch(name) is not None
+        known = self._allows.get(name)
+        if known is not None:
+            return known
+        ok = name in self.allowed or (self.pattern is not None and self.pattern.fullmatch(name) is not None)
+        if len(self._allows) < _MAX_NAMES_KNOWN:
+            self._allows[name] = ok  # names come from spans: the memory is bounded
+        return ok
 
     def _what(self) -> str:
+        if self._what_text is not None:
+            return self._what_text
         parts = []
         if self.allowed:
             parts.append("[" + ", ".join(sorted(self.allowed)) + "]")
         if self.pattern_text is not None:
             parts.append(f"/{self.pattern_text}/")
-        return " or ".join(parts)
+        self._what_text = " or ".join(parts)
+        return self._what_text
 
     def new_state(self) -> OnlyToolsState:
         return OnlyToolsState()

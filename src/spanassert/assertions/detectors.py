@@ -22,21 +22,37 @@ import re
 from typing import Callable, Dict, Iterable, List, Optional, Pattern, Set, Tuple
 
 
+class Cue:
+    """What every text a detector finds something in holds, as tests much cheaper than a regex
+    search: one of ``words``; one of ``lower_words`` in the text lowercased (for a case-insensitive
+    shape); at least ``digits`` digits. A text with none of them is cleared for that detector. Each
+    is a necessary condition of the detector's patterns, read off them (tests/test_detectors.py
+    holds them to every positive of the corpus and to texts built around each pattern's parts)."""
+
+    __slots__ = ("words", "lower_words", "digits")
+
+    def __init__(self, words: Tuple[str, ...] = (), lower_words: Tuple[str, ...] = (), digits: int = 0) -> None:
+        self.words = words
+        self.lower_words = lower_words
+        self.digits = digits
+
+
 class Detector:
     """``hint``: a regex that every text this detector finds something in matches too (a literal
-    every match holds, mostly); it clears most text in one cheap search (see :class:`Scanner`).
-    ``tests/test_detectors.py`` checks it against every positive of the corpus."""
+    every match holds, mostly); ``cue``: the same kind of condition as cheap tests (see
+    :class:`Scanner`). ``tests/test_detectors.py`` checks both against every positive of the corpus."""
 
-    __slots__ = ("name", "doc", "patterns", "check", "hint")
+    __slots__ = ("name", "doc", "patterns", "check", "hint", "cue")
 
     def __init__(self, name: str, doc: str, patterns: Iterable[str],
                  check: Optional[Callable[[re.Match[str]], bool]] = None, flags: int = 0,
-                 hint: Optional[str] = None) -> None:
+                 hint: Optional[str] = None, cue: Optional[Cue] = None) -> None:
         self.name = name
         self.doc = doc
         self.patterns: Tuple[Pattern[str], ...] = tuple(re.compile(p, flags) for p in patterns)
         self.check = check
         self.hint = hint
+        self.cue = cue
 
     def found(self, text: str) -> bool:
         for rx in self.patterns:
@@ -246,23 +262,26 @@ DETECTORS: Dict[str, Detector] = {
     for d in (
         Detector("cloud_access_key", "AWS access key ids and secret-key assignments, Google `AIza` API keys, "
                  "Azure storage `AccountKey=`", (_AWS_ID, _AWS_SECRET, _GOOGLE, _AZURE), _cloud_check,
-                 hint=r"A(?:KIA|SIA|BIA|CCA|IDA|ROA|IPA|NPA|NVA|GPA|Iza|ccountKey=)|(?i:secret)"),
-        Detector("private_key", "PEM, OpenSSH and PGP private key blocks", (_PRIVATE_KEY,), hint="PRIVATE KEY"),
+                 hint=r"A(?:KIA|SIA|BIA|CCA|IDA|ROA|IPA|NPA|NVA|GPA|Iza|ccountKey=)|(?i:secret)",
+                 cue=Cue(("AKIA", "ASIA", "ABIA", "ACCA", "AIDA", "AROA", "AIPA", "ANPA", "ANVA", "AGPA", "AIza",
+                          "AccountKey="), lower_words=("cret",))),
+        Detector("private_key", "PEM, OpenSSH and PGP private key blocks", (_PRIVATE_KEY,), hint="PRIVATE KEY",
+                 cue=Cue(("PRIVATE KEY",))),
         Detector("jwt", "JSON Web Tokens (three base64url parts, a JSON header with `alg`)", (_JWT,), _jwt_check,
-                 hint="eyJ"),
+                 hint="eyJ", cue=Cue(("eyJ",))),
         Detector("bearer_token", "`Bearer <token>` credentials (a random-looking token of 20+ characters)",
-                 (_BEARER,), _bearer_check, hint="[Bb]earer"),
+                 (_BEARER,), _bearer_check, hint="[Bb]earer", cue=Cue(("earer",))),
         Detector("model_api_key", "API keys of model providers: OpenAI, Anthropic, Groq, Hugging Face, Replicate, "
                  "xAI, Perplexity", _MODEL_KEYS, _model_key_check,
-                 hint="sk-|gsk_|hf_|r8_|xai-|pplx-"),
+                 hint="sk-|gsk_|hf_|r8_|xai-|pplx-", cue=Cue(("sk-", "gsk_", "hf_", "r8_", "xai-", "pplx-"))),
         Detector("credit_card", "payment card numbers: an issuer prefix, a valid length and the Luhn check",
-                 (_CARD,), _card_check, hint=r"\d(?:[ -]?\d){11}"),
+                 (_CARD,), _card_check, hint=r"\d(?:[ -]?\d){11}", cue=Cue(digits=12)),
         Detector("iban", "IBANs: a registered country, its length, and the mod-97 checksum", (_IBAN,), _iban_check,
-                 hint=r"[A-Z]{2}\d{2}"),
-        _EmailDetector("email", "e-mail addresses (`local@domain.tld`)", (), hint="@"),
+                 hint=r"[A-Z]{2}\d{2}", cue=Cue(digits=2)),
+        _EmailDetector("email", "e-mail addresses (`local@domain.tld`)", (), hint="@", cue=Cue(("@",))),
         Detector("phone", "phone numbers: international (`+` and 8-15 digits) or North American "
                  "(`(415) 555-0132`, `415-555-0132`)", (_PHONE_INTL, *_PHONE_NANP), _phone_check,
-                 hint=r"\+[1-9]|\d{3}"),
+                 hint=r"\+[1-9]|\d{3}", cue=Cue(("+",), digits=10)),
     )
 }
 
@@ -282,27 +301,79 @@ def expand(names: Iterable[str]) -> List[str]:
     return [n for n in DETECTORS if n in wanted]
 
 
+_NOT_DIGITS_TABLE = bytes(range(256))
+_DIGIT_BYTES = b"0123456789"
+
+
+def _digit_count(text: str) -> int:
+    """How many digits ``text`` holds (any Unicode digit: regexes' ``\\d``); for ASCII text by one
+    C-level pass, otherwise a bound no cue exceeds (every cue then holds)."""
+    if not text.isascii():
+        return len(text)  # \d matches digits of every script: a bound on how many there are
+    raw = text.encode("ascii")
+    return len(raw) - len(raw.translate(_NOT_DIGITS_TABLE, _DIGIT_BYTES))
+
+
 class Scanner:
-    """The detectors ``names``, with one search that clears the text most recorded values are.
+    """The detectors ``names``, with a cheap test that clears the text most recorded values are.
 
     Trying each detector's patterns on a text costs a regex call per pattern (about 15 for
-    ``all``), each with look-arounds at every position. Every detector has a ``hint``, a regex that
-    any text it finds something in matches as well; the alternation of the hints is one cheap
-    search. Where it finds nothing, no detector can find anything, and the text is cleared. Where it
-    finds something, every detector runs in order as before: the result is the same."""
+    ``all``), each with look-arounds at every position; even one search for the alternation of
+    their hints costs microseconds on a short text, Python's regex engine trying every branch at
+    every position. Every detector has a :class:`Cue`, conditions any text it finds something in
+    meets, tested with substring searches and one digit count. Where no cue holds, no detector can
+    find anything, and the text is cleared. Where one holds, every detector runs in order as
+    before: the result is the same."""
 
-    __slots__ = ("names", "prefilter", "always")
+    __slots__ = ("names", "always", "words", "gated_words", "lower_words", "digits", "clears_containing_text")
 
     def __init__(self, names: Iterable[str]) -> None:
         self.names: Tuple[str, ...] = tuple(names)
-        hints = [DETECTORS[n].hint for n in self.names]
-        self.always = frozenset(n for n, h in zip(self.names, hints) if h is None)
-        known = [h for h in hints if h is not None]
-        self.prefilter: Optional[Pattern[str]] = re.compile("|".join(f"(?:{h})" for h in known)) if known else None
+        cues = [DETECTORS[n].cue for n in self.names]
+        self.always = frozenset(n for n, c in zip(self.names, cues) if c is None)
+        words: List[str] = []
+        lower: List[str] = []
+        digits = 0
+        for c in cues:
+            if c is None:
+                continue
+            words.extend(w for w in c.words if w not in words)
+            lower.extend(w for w in c.lower_words if w not in lower)
+            if c.digits and (not digits or c.digits < digits):
+                digits = c.digits
+        # Words that start with "A" are tested only when the text holds an "A" (cloud key prefixes).
+        self.gated_words: Tuple[str, ...] = tuple(w for w in words if w.startswith("A"))
+        self.words: Tuple[str, ...] = tuple(w for w in words if not w.startswith("A"))
+        self.lower_words: Tuple[str, ...] = tuple(lower)
+        self.digits = digits
+        # A cue is met by a text whenever it is met by a piece of that text (substrings, digit
+        # counts): a text no cue holds for clears every piece of it too.
+        self.clears_containing_text = not self.always
+
+    def may_find(self, text: str) -> bool:
+        """False when no detector of this scanner can find anything in ``text``."""
+        for w in self.words:
+            if w in text:
+                return True
+        if self.gated_words and "A" in text:
+            for w in self.gated_words:
+                if w in text:
+                    return True
+        if self.lower_words:
+            low = text.lower()
+            for w in self.lower_words:
+                if w in low:
+                    return True
+        return bool(self.digits) and _digit_count(text) >= self.digits
+
+    def clears(self, text: str) -> bool:
+        """True when no detector can find anything in ``text`` or in any piece of it (see
+        ``clears_containing_text``); False when that is not known."""
+        return self.clears_containing_text and not self.may_find(text)
 
     def scan(self, text: str) -> Optional[str]:
         """The name of the first detector that finds something in ``text``, or None."""
-        if self.prefilter is not None and self.prefilter.search(text) is None:
+        if not self.may_find(text):
             if not self.always:
                 return None
             for n in self.names:
@@ -334,5 +405,6 @@ def scan(text: str, names: Iterable[str]) -> Optional[str]:
     return scanner(names).scan(text)
 
 
-__all__ = ["DETECTORS", "GROUPS", "DETECTOR_NAMES", "Detector", "Scanner", "expand", "scan", "scanner", "luhn_ok",
+__all__ = ["DETECTORS", "GROUPS", "DETECTOR_NAMES", "Cue", "Detector", "Scanner", "expand", "scan", "scanner",
+           "luhn_ok",
            "iban_ok", "IBAN_LENGTHS"]

@@ -17,7 +17,7 @@ Two ways an agent goes round in circles, both judged incrementally:
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Dict, List, MutableSequence, Optional
+from typing import Any, Deque, Dict, List, Optional, Union
 
 from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, Assertion, BuildContext, Field
@@ -31,7 +31,8 @@ from .values import canonical_digest
 MAX_DISTINCT_CALLS = 4096
 MAX_WINDOW = 10_000
 MAX_CYCLE_LENGTH = 8
-_SMALL = 64  # windows up to this many calls are kept in a list
+_SMALL = 64  # windows up to this many calls are packed in one bytearray
+_DIGEST_SIZE = 16  # bytes of a canonical_digest
 
 
 def _ordinal(n: int) -> str:
@@ -51,11 +52,14 @@ class NoRepeatState:
                  "open", "cycled")
 
     def __init__(self, window: Optional[int], cycle_length: int) -> None:
-        self.counts: Dict[bytes, int] = {}
-        # A deque's first block holds 64 items (about 600 bytes per open episode): small windows
-        # and the last names are plain lists, whose first item is dropped as they grow past it.
-        self.recent: Optional[MutableSequence[bytes]] = (
-            None if not window else [] if window <= _SMALL else deque())
+        small = bool(window) and window <= _SMALL  # type: ignore[operator]  # window is set when small is tested
+        # The episode-wide counts, or a large window's; a small window counts in `recent` itself.
+        self.counts: Optional[Dict[bytes, int]] = None if small else {}
+        # The digests of the last `window` calls: a small window's packed in one bytearray of
+        # `window` 16-byte places, filled in turn (a ring), a large one's in a deque (its first block
+        # is about 600 bytes per episode).
+        self.recent: Union[bytearray, Deque[bytes], None] = (
+            None if not window else bytearray(window * _DIGEST_SIZE) if small else deque())
         self.overflow = 0  # calls not counted because the cap was reached
         self.undecided = 0  # calls whose arguments were not recorded or not readable
         self.checked = 0
@@ -64,6 +68,19 @@ class NoRepeatState:
         self.first_failure: Optional[str] = None
         self.open = 0
         self.cycled = False  # a cycle was reported (once per episode)
+
+
+def _occurrences(packed: bytearray, key: bytes, end: int) -> int:
+    """How many of the 16-byte digests packed in ``packed[:end]`` are ``key``."""
+    n = 0
+    pos = packed.find(key, 0, end)
+    while pos != -1:
+        if pos % _DIGEST_SIZE:
+            pos = packed.find(key, pos + 1, end)  # straddles two digests: not one of them
+        else:
+            n += 1
+            pos = packed.find(key, pos + _DIGEST_SIZE, end)
+    return n
 
 
 @register
@@ -102,6 +119,7 @@ class NoRepeatAssertion(Assertion):
         self.cycle_length: int = 4 if cycle is None else int(cycle)
         if self.tool is not None or self.cycle_length < 2:
             self.cycle_length = 0  # one tool name cannot form a pattern of two different calls
+        self._periods = tuple(range(2, self.cycle_length + 1))
         self.select_calls(selector)
         self.needs = frozenset((NEED_ARGUMENTS,))
 
@@ -123,37 +141,50 @@ class NoRepeatAssertion(Assertion):
 
     # -- cycles, on names -------------------------------------------------------------------------------
     def _cycle(self, state: NoRepeatState, call: ToolCall) -> Optional[Failure]:
+        if state.cycled:
+            return None  # reported once per episode: nothing more to count
         names = state.names
         runs = state.runs
-        for p in range(2, self.cycle_length + 1):
-            if len(names) >= p and names[-p] == call.name:
-                runs[p] = min(runs[p] + 1, p * self.max)  # no need to count past the bound
+        name = call.name
+        n = len(names)
+        reached: Optional[List[int]] = None
+        for p in self._periods:
+            if n >= p and names[-p] == name:
+                bound = p * self.max
+                r = runs[p] + 1
+                if r >= bound:
+                    r = bound  # no need to count past the bound
+                    if reached is None:
+                        reached = [p]
+                    else:
+                        reached.append(p)
+                runs[p] = r
             else:
                 runs[p] = 0
-        names.append(call.name)
-        if len(names) > self.cycle_length:
+        names.append(name)
+        if n >= self.cycle_length:
             del names[0]
-        if state.cycled:
+        if reached is None:
             return None
-        for p in range(2, self.cycle_length + 1):
-            if runs[p] >= p * self.max and runs[p] % p == 0:
-                pattern = list(names)[-p:]
-                if not _primitive(pattern):
-                    continue
-                reps = runs[p] // p + 1
-                state.cycled = True
-                return fail_first(
-                    state, call,
-                    f"`{call.name}` called at {call_ref(call)} completes the pattern [{', '.join(pattern)}] "
-                    f"a {_ordinal(reps)} time in a row; max {self.max} repetition(s)",
-                )
+        for p in reached:
+            pattern = names[-p:]
+            if not _primitive(pattern):
+                continue
+            reps = runs[p] // p + 1
+            state.cycled = True
+            return fail_first(
+                state, call,
+                f"`{call.name}` called at {call_ref(call)} completes the pattern [{', '.join(pattern)}] "
+                f"a {_ordinal(reps)} time in a row; max {self.max} repetition(s)",
+            )
         return None
 
     # -- both, when a call ends ---------------------------------------------------------------------------
     def on_call_end(self, state: NoRepeatState, call: ToolCall) -> Optional[Failure]:
         # Everything is judged at call ends, in the order calls end: every door sees ends in that
         # order (the live processor positions starts on the agent's thread, ahead of queued ends).
-        state.open = max(0, state.open - 1)
+        if state.open:
+            state.open -= 1
         cycle = self._cycle(state, call) if self.cycle_length else None
         return self._repeat(state, call) or cycle
 
@@ -163,12 +194,18 @@ class NoRepeatAssertion(Assertion):
             return None
         state.checked += 1
         key = canonical_digest([call.name, call.arguments])
-        counts = state.counts
-        if state.recent is not None:
-            state.recent.append(key)
-            if len(state.recent) > (self.window or 0):
-                recent = state.recent
-                old = recent.popleft() if isinstance(recent, deque) else recent.pop(0)
+        recent = state.recent
+        if isinstance(recent, bytearray):
+            # The ring's places in use hold the digests of the last min(checked, window) calls.
+            at = ((state.checked - 1) % (self.window or 1)) * _DIGEST_SIZE
+            recent[at:at + _DIGEST_SIZE] = key
+            n = _occurrences(recent, key, min(state.checked * _DIGEST_SIZE, len(recent)))
+        elif recent is not None:
+            counts = state.counts
+            assert counts is not None
+            recent.append(key)
+            if len(recent) > (self.window or 0):
+                old = recent.popleft()
                 left = counts[old] - 1
                 if left:
                     counts[old] = left
@@ -179,6 +216,8 @@ class NoRepeatAssertion(Assertion):
             n = counts.pop(key, 0) + 1
             counts[key] = n
         else:
+            counts = state.counts
+            assert counts is not None
             seen = counts.get(key, 0)
             if seen > self.max:
                 return None  # reported at the call that went over; the count stops there

@@ -181,13 +181,14 @@ class CallSelector:
     """Selects calls by exact tool name (or, with ``pattern``, by an anchored regex over the name),
     optionally narrowed by ``args_match``."""
 
-    __slots__ = ("tool", "args_match", "pattern")
+    __slots__ = ("tool", "args_match", "pattern", "_text")
 
     def __init__(self, tool: str, args_match: Optional[ArgsMatch] = None,
                  pattern: Optional[Pattern[str]] = None) -> None:
         self.tool = tool  # the exact name; "" with a pattern
         self.args_match = args_match
         self.pattern = pattern
+        self._text: Optional[str] = None  # str(self), made once (messages at every close name it)
 
     @classmethod
     def build(cls, spec: Any, ctx: BuildContext, field: str,
@@ -224,9 +225,11 @@ class CallSelector:
         return self.tool if self.pattern is None else f"/{self.pattern.pattern}/"
 
     def __str__(self) -> str:
-        if self.args_match is None:
-            return self.name_label
-        return f"{self.name_label}({self.args_match.describe()})"
+        text = self._text
+        if text is None:
+            text = self.name_label if self.args_match is None else f"{self.name_label}({self.args_match.describe()})"
+            self._text = text
+        return text
 
 
 # -- `tool` / `tool_pattern` on an assertion -------------------------------------------------------

@@ -9,15 +9,15 @@ longer than :data:`~.selectors.MAX_MATCH_CHARS` characters, or a value with more
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from ..core.model import CONTENT_OK, CONTENT_UNPARSABLE, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, NEED_FINAL_OUTPUT, NEED_RESULT, Assertion, BuildContext, Field
 from .call_checks import call_ref, unfinished
-from .detectors import DETECTOR_NAMES, expand, scan, scanner
+from .detectors import DETECTOR_NAMES, Scanner, expand, scan, scanner
 from .registry import register
 from .selectors import MAX_MATCH_CHARS, warn_tool_name
-from .values import MAX_LEAVES, Walk, show_path
+from .values import MAX_DEPTH, MAX_LEAVES, Walk, show_path
 
 WHERE_ARGUMENTS = "arguments"
 WHERE_RESULTS = "results"
@@ -57,11 +57,11 @@ def find_in_keys(value: Any, find: Callable[[str], Optional[str]]) -> Tuple[Opti
     return None, not walk.cut
 
 
-def find_in_value(value: Any, names: List[str]) -> Tuple[Optional[Tuple[str, str]], bool]:
+def find_in_value(value: Any, names: Union[List[str], Scanner]) -> Tuple[Optional[Tuple[str, str]], bool]:
     """The first (detector, path) found among the object keys and the leaves of ``value``, and
     whether the scan was complete (False: a leaf too long or too many leaves; nothing found is
     then not a pass)."""
-    find = scanner(names).scan
+    find = (names if isinstance(names, Scanner) else scanner(names)).scan
     if type(value) is dict and len(value) <= MAX_LEAVES and all(type(v) in _SCALARS for v in value.values()):
         # Flat arguments, the common case: the keys in one search, then the same leaves in the same
         # order as the walk below.
@@ -102,17 +102,56 @@ def find_in_value(value: Any, names: List[str]) -> Tuple[Optional[Tuple[str, str
     return None, complete and not walk.cut
 
 
+# A recorded JSON text shorter than this, with at most _CLEAR_BRACKETS brackets, has fewer leaves
+# and keys than MAX_LEAVES and nests less deeply than MAX_DEPTH: a walk of its value is never cut.
+_CLEAR_CHARS = min(MAX_MATCH_CHARS, 2 * MAX_LEAVES)
+_CLEAR_BRACKETS = min(32, MAX_DEPTH // 2)
+
+
+def cleared_as_recorded(raw: Any, scan_with: Scanner) -> bool:
+    """Whether the recorded text ``raw`` (arguments or a result as the span holds it, before
+    decoding) is cleared whole by one test: no detector can find anything in it, nor so in any
+    key or leaf of its decoded value, since every string of a JSON text without escapes is a piece
+    of that text (and a number's digits too), and the cues hold for a text when they hold for a
+    piece of it (:meth:`Scanner.clears`). Only for texts whose walks :func:`find_in_value` would
+    complete: then a True here is exactly its ``(None, True)``, for one test instead of one per key
+    and leaf. False means "scan the value"."""
+    return (type(raw) is str and len(raw) < _CLEAR_CHARS and "\\" not in raw
+            and raw.count("[") + raw.count("{") <= _CLEAR_BRACKETS and scan_with.clears(raw))
+
+
 class SensitiveState:
-    __slots__ = ("first_failure", "scanned", "undecided", "open", "cleared_at_start")
+    __slots__ = ("first_failure", "scanned", "undecided", "open", "cleared_call", "cleared_complete",
+                 "cleared_at_start")
 
     def __init__(self) -> None:
         self.first_failure: Optional[str] = None
         self.scanned = 0
         self.undecided = 0
         self.open = 0
-        # call -> whether the scan of its arguments at start was complete (nothing was found):
-        # when the end carries the same arguments, they are not scanned again. Made at first use.
+        # The latest call whose arguments were scanned at its start (nothing was found), and
+        # whether that scan was complete: when its end carries the same arguments, they are not
+        # scanned again. Calls in flight at once beyond it: call -> complete, made at first use.
+        self.cleared_call: Optional[ToolCall] = None
+        self.cleared_complete = False
         self.cleared_at_start: Optional[Dict[ToolCall, bool]] = None
+
+    def clear_at_start(self, call: ToolCall, complete: bool) -> None:
+        if self.cleared_call is not None:
+            more = self.cleared_at_start
+            if more is None:
+                more = self.cleared_at_start = {}
+            if len(more) < _MAX_CLEARED:
+                more[self.cleared_call] = self.cleared_complete
+        self.cleared_call, self.cleared_complete = call, complete
+
+    def cleared(self, call: ToolCall) -> Optional[bool]:
+        """Whether ``call``'s arguments were cleared at its start (and completely), forgetting it;
+        None when they were not scanned then."""
+        if self.cleared_call is call:
+            self.cleared_call = None
+            return self.cleared_complete
+        return self.cleared_at_start.pop(call, None) if self.cleared_at_start else None
 
 
 @register
@@ -147,6 +186,7 @@ class NoSensitiveDataAssertion(Assertion):
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
         self.names = expand(values.get("detectors") or ["all"])
+        self.scanner = scanner(self.names)
         where = values.get("in") or WHERE_ARGUMENTS
         self.where = frozenset([where] if isinstance(where, str) else where)
         tools = values.get("tools")
@@ -186,20 +226,20 @@ class NoSensitiveDataAssertion(Assertion):
         state.open += 1
         # Only reached with content when a front door gives arguments at start (the engine does not).
         if self.scan_args and call.arguments_state == CONTENT_OK:
-            hit, complete = find_in_value(call.arguments, self.names)
-            if hit is not None:
-                return self._found(state, call, "arguments", hit)
-            cleared = state.cleared_at_start
-            if cleared is None:
-                cleared = state.cleared_at_start = {}
-            if len(cleared) < _MAX_CLEARED:
-                cleared[call] = complete
+            if cleared_as_recorded(call.arguments_text, self.scanner):
+                hit, complete = None, True
+            else:
+                hit, complete = find_in_value(call.arguments, self.scanner)
+                if hit is not None:
+                    return self._found(state, call, "arguments", hit)
+            state.clear_at_start(call, complete)
         return None
 
     def on_call_end(self, state: SensitiveState, call: ToolCall) -> Optional[Failure]:
-        state.open = max(0, state.open - 1)
+        if state.open:
+            state.open -= 1
         failure: Optional[Failure] = None
-        cleared = state.cleared_at_start.pop(call, None) if state.cleared_at_start else None
+        cleared = state.cleared(call)
         if self.scan_args:
             if cleared is not None and call.args_at_start:
                 # The same arguments, scanned at start: counted as the scan at the end would.
@@ -208,16 +248,23 @@ class NoSensitiveDataAssertion(Assertion):
                 else:
                     state.undecided += 1
             else:
-                failure = self._scan(state, call, "arguments", call.arguments_state, call.arguments, None)
+                failure = self._scan(state, call, "arguments", call.arguments_state, call.arguments, None,
+                                     recorded=call.arguments_text)
         if failure is None and self.scan_results:
-            failure = self._scan(state, call, "result", call.result_state, call.result, call.result_text,
+            text = call.result_text
+            failure = self._scan(state, call, "result", call.result_state, call.result, text, recorded=text,
                                  cut=call.result_truncated)
         return failure
 
     def _scan(self, state: SensitiveState, call: ToolCall, part: str, content_state: str, value: Any,
-              raw_text: Optional[str], cut: bool = False) -> Optional[Failure]:
+              raw_text: Optional[str], cut: bool = False, recorded: Any = None) -> Optional[Failure]:
+        """``raw_text``: the text scanned when the content could not be parsed; ``recorded``: the
+        content as recorded (one test may clear it whole, see :func:`cleared_as_recorded`)."""
         if content_state == CONTENT_OK:
-            hit, complete = find_in_value(value, self.names)
+            if cleared_as_recorded(recorded, self.scanner):
+                hit, complete = None, True
+            else:
+                hit, complete = find_in_value(value, self.scanner)
             complete = complete and not cut  # only the head of a result cut to the bound was kept
         elif content_state == CONTENT_UNPARSABLE and raw_text is not None and len(raw_text) <= MAX_MATCH_CHARS:
             # Cut short (e.g. truncated JSON): what is there can still be found, but not cleared.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 # A walk stops after this many leaves or this depth; the caller learns it was cut.
 MAX_LEAVES = 10_000
@@ -25,13 +25,70 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+_blake2b = hashlib.blake2b
+
+
 def digest(text: str) -> bytes:
     """A 128-bit hash of ``text``: what rules keep instead of recorded values."""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    return _blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _canonical_bytes_json(value: Any) -> bytes:
+    return b"\0" + canonical_json(value).encode("utf-8", "surrogatepass")
+
+
+def _non_finite(value: Any) -> bool:
+    """Whether ``value`` holds a NaN or an infinity (which msgspec writes as ``null``)."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        t = type(node)
+        if t is float:
+            if node != node or node in (_INF, -_INF):
+                return True
+        elif t is dict:
+            stack.extend(node.values())
+        elif t is list or t is tuple:
+            stack.extend(node)
+        elif isinstance(node, float):
+            return True  # a float subclass: let json.dumps write it
+    return False
+
+
+_INF = float("inf")
+_canonical_fast: Optional[Callable[[Any], bytes]] = None
+
+
+def _fast_encoder() -> Callable[[Any], bytes]:
+    global _canonical_fast
+    if _canonical_fast is None:
+        import msgspec.json
+
+        _canonical_fast = msgspec.json.Encoder(order="sorted").encode
+    return _canonical_fast
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """One byte string per value, equal for JSON values whose :func:`canonical_json` is equal and
+    different otherwise: what rules compare and hash instead of recorded values.
+
+    msgspec's encoder with sorted keys writes the canonical JSON of plain JSON data about ten times
+    faster than ``json.dumps``. A value it refuses (a lone surrogate, a type JSON has no form for),
+    or one with a NaN or an infinity (which it writes as ``null``), takes the ``json.dumps`` form
+    instead, marked by a leading NUL byte, which no JSON text starts with. The choice depends on
+    the value alone, so equal values always get equal bytes."""
+    try:
+        out = (_canonical_fast or _fast_encoder())(value)
+    except Exception:  # noqa: BLE001 - any value msgspec cannot write takes the json.dumps form
+        return _canonical_bytes_json(value)
+    if b"null" in out and _non_finite(value):
+        return _canonical_bytes_json(value)
+    return out
 
 
 def canonical_digest(value: Any) -> bytes:
-    return digest(canonical_json(value))
+    """A 128-bit hash of :func:`canonical_bytes`."""
+    return _blake2b(canonical_bytes(value), digest_size=16).digest()
 
 
 def parse_path(path: Optional[str]) -> Tuple[str, ...]:
@@ -146,6 +203,7 @@ __all__ = [
     "Walk",
     "canonical_json",
     "canonical_digest",
+    "canonical_bytes",
     "digest",
     "parse_path",
     "show_path",

@@ -6,13 +6,14 @@ A mixin of :class:`~spanassert.core.engine.Engine` (the engine's state is set in
 """
 from __future__ import annotations
 
-from typing import Any, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..assertions.base import NEED_ARGUMENTS
 from ..mapping import ROLE_TOOL, Mapper
 from ..mapping.usage import step_usage
 from .episode import (
     MAX_TOOL_DEFINITIONS,
+    NO_STATE,
     OUT_OF_ORDER,
     OVERFLOW_CALL_DROPPED,
     OVERFLOW_RESULT_TRUNCATED,
@@ -37,6 +38,8 @@ from .model import (
 from .plan import Plans, Slot, ToolPlan
 from .results import Violation
 from .verdicts import Verdicts, violation_of
+
+MAX_TOOL_NAMES = 4096  # distinct tool names the engine keeps one string of (names come from spans)
 
 
 def _same_content(a: Any, b: Any) -> bool:
@@ -65,6 +68,7 @@ class CallsAndSteps(Verdicts):
     max_in_flight: int
     max_arg_bytes: int
     truncated_results: int
+    tool_names: Dict[str, str]
 
     def _learn_tools(self, ep: Episode, attributes: Mapping[str, Any]) -> None:
         """Remember the tool definitions an ending model step or agent span recorded."""
@@ -82,6 +86,13 @@ class CallsAndSteps(Verdicts):
                     start_ns: int, agent: Optional[str], call_id: Optional[str],
                     attributes: Optional[Mapping[str, Any]] = None, args_raw: Any = None) -> ToolCall:
         view = ep.view
+        # One string per tool name for the whole engine: the states that keep names (the last
+        # names, the last call) then share it instead of holding each span's copy.
+        known = self.tool_names.get(tool)
+        if known is not None:
+            tool = known
+        elif len(self.tool_names) < MAX_TOOL_NAMES:
+            self.tool_names[tool] = tool
         if start_ns >= ep.last_call_ns:
             ep.last_call_ns = start_ns
         elif ep.reopened and OUT_OF_ORDER not in (view.incomplete or ()):
@@ -118,7 +129,15 @@ class CallsAndSteps(Verdicts):
         open_calls[span_id] = call
         starts = tp.start
         if starts:
-            give_call(ep, starts, call, self._fail_at_start)
+            # give_call, inlined: this loop runs for every call of every episode.
+            states = ep.states
+            for i, handler in starts:
+                st = states[i]
+                if st is NO_STATE:
+                    st = states[i] = plan.slots[i].assertion.new_state()
+                f = handler(st, call)
+                if f is not None:
+                    self._fail_at_start(ep, plan.slots[i], f, span_id)
         view.step_count += 1
         if plan.step_slots:
             self._step_rules(ep, span_id)
@@ -253,7 +272,15 @@ class CallsAndSteps(Verdicts):
             ep.view.results_truncated += 1
             self.sink.overflow(OVERFLOW_RESULT_TRUNCATED)
         if tp.end:
-            give_call(ep, tp.end, call, self._fail)
+            # give_call, inlined: this loop runs for every call of every episode.
+            states = ep.states
+            for i, handler in tp.end:
+                st = states[i]
+                if st is NO_STATE:
+                    st = states[i] = plan.slots[i].assertion.new_state()
+                f = handler(st, call)
+                if f is not None:
+                    self._fail(ep, plan.slots[i], f, call.span_id)
 
     def _finish_call(self, tp: ToolPlan, call: ToolCall, attributes: Mapping[str, Any],
                      end_ns: int, status_code: int, events: Sequence[Any],
@@ -278,10 +305,16 @@ class CallsAndSteps(Verdicts):
         call.result_truncated = cut
         if too_large:
             call._args_state = CONTENT_UNPARSABLE  # recorded, but not kept: undecidable
-        elif (args_raw is not None or call.args_at_start) and call.arguments_state == CONTENT_UNPARSABLE:
-            unreadable = UNREADABLE_ARGUMENTS
-        if tp.needs_args and call.arguments_state == CONTENT_OK and (
-                call.arguments_bound or not call.arguments_named):
+            return unreadable
+        if args_raw is None and not call.args_at_start:
+            if not tp.needs_args:
+                return None  # nothing recorded that a rule reads: nothing to decode
+            state = call.arguments_state
+        else:
+            state = call.arguments_state
+            if state == CONTENT_UNPARSABLE:
+                return UNREADABLE_ARGUMENTS
+        if tp.needs_args and state == CONTENT_OK and (call._args_bound or not isinstance(call._args, dict)):
             # Recorded as a bare value: bind it to the tool's parameter, by the definition on the
             # tool span itself, else by the one the episode knows (the same ones live and replay).
             own = self.mapper.declared_parameters(call.name, attributes)

@@ -92,6 +92,7 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
         self._capture: Optional[List[Violation]] = None  # see decide_pending
         self._dry = False  # deciding outside any trace: report nothing (decide_pending(dry=True))
         self._pending_seq = 0
+        self.tool_names: Dict[str, str] = {}  # see CallsAndSteps._start_call
 
     @property
     def open_count(self) -> int:
@@ -184,8 +185,12 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
                                      attributes)
             else:
                 positioned = False  # the name may only be set later; the call is positioned when its span ends
-        if ep.plan.time_slots:
-            self._time(ep, start_ns, span_id, judge=False)
+        if ep.plan.time_slots:  # the span time takes the start in (rules judge it at ends: see _time)
+            view = ep.view
+            if view.start_ns is None or start_ns < view.start_ns:
+                view.start_ns = start_ns
+            if view.end_ns is None or start_ns > view.end_ns:
+                view.end_ns = start_ns
         ep.eval_s += _clock() - t0
         return positioned
 

@@ -5,7 +5,7 @@ loop that gives a tool call to the rules of a plan (:func:`give_call`).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
+from typing import AbstractSet, Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
 from .model import EpisodeView, Failure, ModelStep, ToolCall
 from .plan import Plan, Slot
@@ -39,6 +39,7 @@ MAX_SEEN_IDS = 1024  # span ids an episode remembers for late parts (past it: pa
 
 MAX_TOOL_DEFINITIONS = 256  # tools whose parameter names one episode remembers
 PENDING_PREFIX = "pending:"  # a guard's pending call's placeholder span id (no span id has it)
+NO_IDS: AbstractSet[str] = frozenset()  # the span ids of an episode that has seen none (shared)
 
 
 class Sink:
@@ -204,7 +205,7 @@ class Episode(RuleStates):
         self.in_flight: Optional[List[ToolCall]] = None  # calls not ended when it closed
         # Assembled traces only: ids of the spans seen (bounded; None past the bound), so that a
         # late part of the trace can tell a parent seen earlier from one missing from the input.
-        self.seen: Optional[Set[str]] = set()
+        self.seen: Optional[AbstractSet[str]] = NO_IDS  # a set from the first id on (Engine._seen)
         self.last_call_ns = 0  # the latest start of a call judged so far
         self.reopened = False  # closed once, and went on (another local root, a late part)
         # Tool name -> parameter names, from the tool definitions recorded on the spans of this

@@ -7,12 +7,13 @@ A mixin of :class:`~spanassert.core.engine.Engine` (the engine's state is set in
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, cast
 
 from ..mapping import ROLE_AGENT, Mapper
 from .episode import (
     INCOMPLETE_ROOT_NOT_SEEN,
     MAX_SEEN_IDS,
+    NO_IDS,
     OVERFLOW_EPISODE_EVICTED,
     PARENTS_NOT_IN_INPUT_SUFFIX,
     Episode,
@@ -231,9 +232,11 @@ class EpisodeLifecycle(Verdicts):
     @staticmethod
     def _seen(ep: Episode, span_id: str) -> None:
         seen = ep.seen
-        if seen is not None:
+        if seen is NO_IDS:
+            ep.seen = {span_id}  # made at the first id: most episodes are never fed as assembled traces
+        elif seen is not None:
             if len(seen) < MAX_SEEN_IDS:
-                seen.add(span_id)
+                cast(Set[str], seen).add(span_id)  # a set once past NO_IDS
             else:
                 ep.seen = None  # too many to remember: a later part's parents count as unknown
 

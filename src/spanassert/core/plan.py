@@ -68,7 +68,9 @@ class Plan:
         for s in slots:
             a = s.assertion
             if a.wants_steps:
-                steps.append(s.index)
+                # Only the rules that do something there: a budget reads a step's end, not its start.
+                if overrides(a, "on_step"):
+                    steps.append(s.index)
                 if overrides(a, "on_step_end"):
                     step_ends.append(s.index)
             if overrides(a, "on_time"):

@@ -10,10 +10,15 @@ from collections import OrderedDict
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..assertions.base import NEED_RESULT
-from .episode import INCOMPLETE_ROOT_NOT_SEEN, OUT_OF_ORDER, Episode, Sink
+from .episode import INCOMPLETE_ROOT_NOT_SEEN, NO_STATE, OUT_OF_ORDER, Episode, Sink
 from .model import CloseReason, EpisodeView, Failure, ToolCall, Verdict
 from .plan import Slot
-from .results import AssertionResult, EpisodeResult, Violation
+from .results import AssertionResult, EpisodeResult, Violation, assertion_result
+
+# Enum members read once (reading one off its class costs a descriptor call each time).
+_PASSED, _FAILED, _NOT_APPLICABLE = Verdict.PASSED, Verdict.FAILED, Verdict.NOT_APPLICABLE
+_ROOT_ENDED, _IDLE, _END_OF_INPUT = CloseReason.ROOT_ENDED, CloseReason.IDLE, CloseReason.END_OF_INPUT
+_INTERNAL_ERROR = CloseReason.INTERNAL_ERROR
 
 
 def violation_of(ep: Episode, slot: Slot, message: str, span_id: Optional[str], tool: Optional[str],
@@ -128,22 +133,32 @@ class Verdicts:
         if view.incomplete:
             view.decidable = False  # the missing evidence could hold what a rule looks for
         elif self.by_trace_key:
-            view.decidable = reason is CloseReason.ROOT_ENDED
+            view.decidable = reason is _ROOT_ENDED
         else:
-            view.decidable = reason in (CloseReason.IDLE, CloseReason.END_OF_INPUT)
+            view.decidable = reason is _IDLE or reason is _END_OF_INPUT
         results: List[AssertionResult] = []
+        append = results.append
         in_flight = ep.in_flight or []
         plan = ep.plan
+        states = ep.states
+        failed = ep.failed
+        # Whether some evidence was not seen: only then can a pass be downgraded (see _downgrade).
+        unseen = bool(reason is _INTERNAL_ERROR or view.incomplete or view.late_calls or view.unreadable_calls
+                      or in_flight or view.results_truncated or view.calls_dropped)
         for slot in plan.slots:
             a = slot.assertion
-            first = ep.failed.get(slot.index) if ep.failed else None
-            outcome = a.on_close(ep.state(slot), view)
+            i = slot.index
+            st = states[i]
+            if st is NO_STATE:
+                st = states[i] = a.new_state()
+            first = failed.get(i) if failed else None
+            outcome = a.on_close(st, view)
             if first is not None:
-                verdict, message, sid = Verdict.FAILED, first.message, first.span_id
+                verdict, message, sid = _FAILED, first.message, first.span_id
             else:
                 verdict, message, sid = outcome.verdict, outcome.message, outcome.span_id
-                if verdict is Verdict.FAILED:
-                    if ep.at_close is not None and slot.index in ep.at_close:
+                if verdict is _FAILED:
+                    if ep.at_close is not None and i in ep.at_close:
                         sid = sid or view.root_span_id  # reported when the episode first closed
                     else:
                         v = self._fail(ep, slot, Failure(message, span_id=sid or view.root_span_id),
@@ -151,26 +166,22 @@ class Verdicts:
                         sid = v.span_id if v is not None else (sid or view.root_span_id)
                         if ep.at_close is None:
                             ep.at_close = set()
-                        ep.at_close.add(slot.index)
-                elif verdict is Verdict.PASSED:
+                        ep.at_close.add(i)
+                elif verdict is _PASSED and unseen:
                     verdict, message = self._downgrade(slot, view, in_flight, message)
-            results.append(AssertionResult(
-                test_id=slot.test.id, assertion_type=a.type_name, index=a.index, name=a.name,
-                verdict=verdict, message=message, span_id=sid, severity=slot.severity, shadow=slot.shadow,
-            ))
-        results.extend(
-            AssertionResult(
-                test_id=t.id, assertion_type=a.type_name, index=a.index, name=a.name,
-                verdict=Verdict.NOT_APPLICABLE, message="`match` did not select this episode",
-                span_id=None, severity=str(getattr(t.severity, "value", t.severity)), shadow=t.shadow,
-            )
-            for t in plan.excluded for a in t.trace_assertions)
+            append(assertion_result(slot.test.id, a.type_name, a.index, a.name, verdict, message, sid,
+                                    slot.severity, slot.shadow))
+        for t in plan.excluded:
+            severity = str(getattr(t.severity, "value", t.severity))
+            for a in t.trace_assertions:
+                append(assertion_result(t.id, a.type_name, a.index, a.name, _NOT_APPLICABLE,
+                                        "`match` did not select this episode", None, severity, t.shadow))
         return results
 
     @staticmethod
     def _downgrade(slot: Slot, view: EpisodeView, in_flight: List[ToolCall], message: str) -> Tuple[Verdict, str]:
         """A pass that rests on data we did not see is not a pass."""
-        if view.close_reason is CloseReason.INTERNAL_ERROR:
+        if view.close_reason is _INTERNAL_ERROR:
             return Verdict.INCONCLUSIVE, "judging this episode raised an internal error; the rest of it was not judged"
         a = slot.assertion
         if view.incomplete and (not a.pass_survives_unseen_calls or OUT_OF_ORDER in view.incomplete):

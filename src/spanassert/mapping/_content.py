@@ -105,9 +105,15 @@ def _langchain_message_content(output: Any) -> Any:
     return plain(output)
 
 
+# What a text must hold to be parsed for the LangChain wrapper (Mapper reads texts without it
+# directly: a text without the marker is returned as recorded).
+INPUT_WRAPPER_MARKER = '"input_str"'
+OUTPUT_WRAPPER_MARKER = '"output"'
+
+
 def unwrap_arguments(value: Any) -> Any:
     """``gen_ai.tool.call.arguments``: as recorded, except the Traceloop LangChain wrapper."""
-    if not _looks_like(value, '"input_str"'):
+    if not _looks_like(value, INPUT_WRAPPER_MARKER):
         return plain(value)
     parsed = value if isinstance(value, Mapping) else parse_json(value)
     if isinstance(parsed, Mapping) and "input_str" in parsed and _LANGCHAIN_INPUT_KEYS.issuperset(parsed):
@@ -118,7 +124,7 @@ def unwrap_arguments(value: Any) -> Any:
 def unwrap_result(value: Any) -> Any:
     """``gen_ai.tool.call.result`` / ``traceloop.entity.output``: the LangChain ``{"output", "kwargs"}``
     wrapper is removed (and a serialised ToolMessage reduced to its content)."""
-    if not _looks_like(value, '"output"'):
+    if not _looks_like(value, OUTPUT_WRAPPER_MARKER):
         return plain(value)
     parsed = value if isinstance(value, Mapping) else parse_json(value)
     if isinstance(parsed, Mapping) and "output" in parsed and _LANGCHAIN_OUTPUT_KEYS.issuperset(parsed):

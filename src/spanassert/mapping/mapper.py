@@ -31,10 +31,12 @@ from .conventions import (
     EV_EXCEPTION,
     EV_TOOL_MESSAGE,
     GENAI_AGENT_NAME,
+    GENAI_ARGUMENTS,
     GENAI_CALL_ID,
     GENAI_CONVERSATION,
     GENAI_INPUT_MESSAGES,
     GENAI_OUTPUT_MESSAGES,
+    GENAI_RESULT,
     GENAI_TOOL_DEFINITIONS,
     GENAI_TOOL_NAME,
     GENAI_WORKFLOW_NAME,
@@ -120,6 +122,12 @@ def _events_named(events: Iterable[Any], name: str) -> Iterable[Mapping[str, Any
 
 
 _NOT_RECORDED = object()
+# The markers content.unwrap_arguments / unwrap_result look for before parsing a text for a wrapper.
+_LANGCHAIN_INPUT = content.INPUT_WRAPPER_MARKER
+_LANGCHAIN_OUTPUT = content.OUTPUT_WRAPPER_MARKER
+# The fast paths of Mapper._arguments_raw / _result_raw read the first source of each list.
+assert ARGUMENT_SOURCES[0] == (GENAI_ARGUMENTS, content.unwrap_arguments)
+assert RESULT_SOURCES[0] == (GENAI_RESULT, content.unwrap_result)
 
 
 def _first_recorded(get: Getter, sources: Tuple[Tuple[str, Callable[[Any], Any]], ...]) -> Any:
@@ -152,8 +160,16 @@ class Mapper:
         return bool(self._rules)
 
     def role(self, name: str, attributes: Mapping[str, Any]) -> int:
-        if not self._rules and surely_other(name, attributes):
-            return ROLE_OTHER  # the common case on an agent's hot path
+        if not self._rules:
+            if type(attributes) is dict:
+                # A GenAI operation name decides first in marked_role: read it first here too.
+                marker = attributes.get(OPERATION)
+                if type(marker) is str:
+                    found = OPERATION_ROLES.get(marker)
+                    if found is not None:
+                        return found
+            if surely_other(name, attributes):
+                return ROLE_OTHER  # the common case on an agent's hot path
         return self.marked_role(name, attributes)
 
     def marked_role(self, name: str, attributes: Mapping[str, Any]) -> int:
@@ -206,6 +222,16 @@ class Mapper:
     def tool_start(self, name: str, attributes: Mapping[str, Any]) -> Tuple[Optional[str], Optional[str]]:
         """``(tool_name, call_id)`` of a tool span, read in one pass (the engine's per-call path)."""
         get = attributes.get if type(attributes) is dict else lookup(attributes)
+        if not self._rules:
+            # The GenAI keys are read first by _tool_name and _call_id: where they hold a name,
+            # that is the answer.
+            tool = get(GENAI_TOOL_NAME)
+            if type(tool) is not str or not tool.strip():
+                tool = self._tool_name(name, get)
+            call_id = get(GENAI_CALL_ID)
+            if type(call_id) is not str or not call_id.strip():
+                call_id = self._call_id(get)
+            return tool, call_id
         return self._tool_name(name, get), self._call_id(get)
 
     def _tool_name(self, name: str, get: Getter) -> Optional[str]:
@@ -256,6 +282,10 @@ class Mapper:
         return self._arguments_raw(lookup(attributes), events)
 
     def _arguments_raw(self, get: Getter, events: Iterable[Any]) -> Any:
+        if not self._argument_rules:
+            value = get(GENAI_ARGUMENTS)
+            if type(value) is str and _LANGCHAIN_INPUT not in value:
+                return value  # what unwrap_arguments returns for a text that holds no wrapper
         for rule in self._argument_rules:
             if rule.matches_attributes(get):
                 value = get(rule.arguments)  # type: ignore[arg-type]  # set for this rule (checked at load)
@@ -269,6 +299,10 @@ class Mapper:
         return self._result_raw(lookup(attributes), events)
 
     def _result_raw(self, get: Getter, events: Iterable[Any]) -> Any:
+        if not self._result_rules:
+            value = get(GENAI_RESULT)
+            if type(value) is str and _LANGCHAIN_OUTPUT not in value:
+                return value  # what unwrap_result returns for a text that holds no wrapper
         for rule in self._result_rules:
             if rule.matches_attributes(get):
                 value = get(rule.result)  # type: ignore[arg-type]  # set for this rule (checked at load)

@@ -1,0 +1,103 @@
+"""Recorded JSON decodes to the same value and state whichever parser reads it (json.loads for the
+first few thousand texts of a process, msgspec after), and canonical forms of equal values are equal."""
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator, Tuple
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from spanassert.assertions.values import canonical_bytes, canonical_json
+from spanassert.core import toolcall
+from spanassert.core.toolcall import CONTENT_OK, decode_content
+
+EDGES = [
+    '{"a": 1}', '[1, 2 ]', ' {"a" : 1} ', '"x"', '"\\u00e9"', '"\\ud800"', '"\\udfff"', "NaN", "Infinity",
+    "-Infinity", "1e400", "1e999999999", "-0", "-0.0", "0.1", "1E5", "1.00000000000000000001",
+    "12345678901234567890123", "-12345678901234567890123", "18446744073709551616", '{"a":1,"a":2}',
+    '"a\\nb"', '"a\nb"', '"\x7f"', "01", "+1", ".5", "1.", "[1,]", "{'a':1}", '{"a":1,}', "tru", "true ",
+    "null", "false", '{"a": [1, {"b": null}]', '{"a": "b"', "[" * 500 + "]" * 500, "-", "0e", "1_000",
+    '"\\x41"', '[1] x', "\ufeff[1]", '{"k": 1.5e300}', '{"k": 5e-324}',
+]
+
+
+@pytest.fixture
+def parsers(monkeypatch: pytest.MonkeyPatch) -> Iterator[Tuple[Any, Any]]:
+    """decode_content with json.loads alone, and with msgspec first."""
+    import msgspec.json
+
+    def slow(raw: Any) -> Any:
+        monkeypatch.setattr(toolcall, "_fast_loads", None)
+        monkeypatch.setattr(toolcall, "_slow_decodes", -(1 << 40))
+        return decode_content(raw)
+
+    def fast(raw: Any) -> Any:
+        monkeypatch.setattr(toolcall, "_fast_loads", msgspec.json.Decoder().decode)
+        return decode_content(raw)
+
+    yield slow, fast
+
+
+def _same(a: Tuple[Any, str], b: Tuple[Any, str]) -> bool:
+    if a[1] != b[1]:
+        return False
+    return json.dumps(a[0], sort_keys=True, default=repr) == json.dumps(b[0], sort_keys=True, default=repr) and \
+        type(a[0]) is type(b[0])
+
+
+@pytest.mark.parametrize("text", EDGES)
+def test_an_edge_case_decodes_the_same_with_either_parser(parsers: Tuple[Any, Any], text: str) -> None:
+    slow, fast = parsers
+    assert _same(slow(text), fast(text))
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(1 << 70), max_value=1 << 70)
+    | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(value=_json, spaced=st.booleans(), cut=st.integers(0, 4))
+def test_generated_json_decodes_the_same_with_either_parser(parsers: Tuple[Any, Any], value: Any, spaced: bool,
+                                                           cut: int) -> None:
+    slow, fast = parsers
+    text = json.dumps(value, indent=1 if spaced else None, ensure_ascii=not spaced)
+    assert _same(slow(text), fast(text))
+    if cut and len(text) > cut:
+        assert _same(slow(text[:-cut]), fast(text[:-cut]))  # cut short: unparsable, or another value
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(a=_json, b=_json)
+def test_canonical_bytes_are_equal_exactly_when_the_canonical_json_is(a: Any, b: Any) -> None:
+    assert (canonical_bytes(a) == canonical_bytes(b)) == (canonical_json(a) == canonical_json(b))
+    shuffled = json.loads(json.dumps(a))  # a copy: another object, keys in the same order
+    if isinstance(shuffled, dict):
+        shuffled = dict(reversed(list(shuffled.items())))
+    assert canonical_json(shuffled) == canonical_json(a)
+    assert canonical_bytes(shuffled) == canonical_bytes(a)
+
+
+def test_values_msgspec_cannot_write_take_the_json_form() -> None:
+    assert canonical_bytes({"a": None}) == b'{"a":null}'
+    assert canonical_bytes({"a": float("nan")}).startswith(b"\0")
+    assert canonical_bytes({"a": float("nan")}) != canonical_bytes({"a": None})
+    assert canonical_bytes(["\ud800"]).startswith(b"\0")
+
+
+def test_the_fast_parser_comes_after_enough_texts(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setattr(toolcall, "_fast_loads", None)
+    monkeypatch.setattr(toolcall, "_slow_decodes", 0)
+    monkeypatch.delitem(sys.modules, "msgspec.json", raising=False)
+    monkeypatch.setattr(toolcall, "_FAST_AFTER", 3)
+    for _ in range(2):
+        assert decode_content('{"a": 1}') == ({"a": 1}, CONTENT_OK)
+    assert toolcall._fast_loads is None
+    assert decode_content('{"a": 1}') == ({"a": 1}, CONTENT_OK)
+    assert toolcall._fast_loads is not None
