@@ -65,3 +65,19 @@ def test_bad_ids_are_collected_when_an_error_list_is_given():
         "`spanId` is 3 bytes, expected 8 (at resourceSpans[0].scopeSpans[0].spans[1])",
         "`spanId` is all zeros, which OpenTelemetry defines as invalid (at resourceSpans[0].scopeSpans[0].spans[2])",
     ]
+
+
+def test_parent_ids_of_a_block_decode_alike_whether_seen_before_or_not():
+    # Parent ids repeat within a block (the decoder keeps each one's hex); each span still gets
+    # its own parent, an empty or all-zero parent means none, and a bad one is reported per span.
+    msg = _message(TracesData, b"\x01" * 8, b"\x02" * 8, b"\x03" * 8, b"\x04" * 8, b"\x05" * 8, b"\x06" * 8)
+    spans = msg.resource_spans[0].scope_spans[0].spans
+    parents = [b"\x01" * 8, b"\x01" * 8, bytes(8), b"\x07" * 3, b"\x07" * 3, b"\x02" * 8]
+    for s, p in zip(spans, parents):
+        s.parent_span_id = p
+    errors: List[SpanDecodeError] = []
+    records = records_from_proto(msg, "x", errors=errors)
+    assert [(r.span_id, r.parent_span_id) for r in records] == [
+        ("01" * 8, "01" * 8), ("02" * 8, "01" * 8), ("03" * 8, None), ("06" * 8, "02" * 8)]
+    assert [str(e) for e in errors] == [
+        f"`parentSpanId` is 3 bytes, expected 8 (at resourceSpans[0].scopeSpans[0].spans[{i}])" for i in (3, 4)]

@@ -1,6 +1,7 @@
-"""TraceBuffer.add_many (replay takes a line's spans in one call; serve a request's) releases the
-same traces, in the same order, with the same state after, as adding the spans one at a time did
-(the per-span buffer before batching is kept here as the reference)."""
+"""TraceBuffer.add_many (replay takes a line's spans in one call, with None for another shard's
+under --jobs) releases the same traces, in the same order and at the same clocks, with the same
+state after, as adding (or skipping) the spans one at a time did (the per-span buffer before
+batching is kept here as the reference)."""
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -52,6 +53,12 @@ class ReferenceBuffer(TraceBuffer):
             return []
         return self.due()
 
+    def skip(self) -> List[List[SpanRecord]]:
+        self.clock += 1
+        if self.clock - self._front_seen_at < self.settle:
+            return []
+        return self.due()
+
 
 def _state(buf: TraceBuffer) -> Any:
     return (buf.clock, buf.overflowed, buf._front_seen_at, buf._monotonic,
@@ -64,7 +71,8 @@ def _released(traces: List[List[SpanRecord]]) -> Any:
              getattr(t, "dropped", None)) for t in traces]
 
 
-SPANS = st.lists(st.tuples(st.integers(0, 5), st.booleans()), min_size=1, max_size=60)
+# (trace, is a root, another shard's: replay --jobs passes None for it)
+SPANS = st.lists(st.tuples(st.integers(0, 5), st.booleans(), st.booleans()), min_size=1, max_size=60)
 
 
 @settings(max_examples=300, deadline=None)
@@ -72,17 +80,25 @@ SPANS = st.lists(st.tuples(st.integers(0, 5), st.booleans()), min_size=1, max_si
        st.one_of(st.none(), st.lists(st.floats(0, 20, allow_nan=False), min_size=1, max_size=12)))
 def test_adding_a_batch_is_adding_each_span(spans: List[Tuple[int, bool]], settle: int, max_traces: int,
                                             max_spans: int, chunk: int, times: Optional[List[float]]) -> None:
-    records = [SpanRecord(trace_id=f"{t:032x}", span_id=f"{i + 1:016x}", parent_span_id=None if root else "ab" * 8)
-               for i, (t, root) in enumerate(spans)]
+    records: List[Optional[SpanRecord]] = [
+        SpanRecord(trace_id=f"{t:032x}", span_id=f"{i + 1:016x}", parent_span_id=None if root else "ab" * 8)
+        for i, (t, root, _) in enumerate(spans)]
     kw = {"settle": settle, "idle": settle + (settle % 3), "max_traces": max_traces, "max_spans_per_trace": max_spans}
     ref, new = ReferenceBuffer(**kw), TraceBuffer(**kw)
     assert isinstance(new.pending, OrderedDict)
     for k in range(0, len(records), chunk):
         batch = records[k:k + chunk]
         now = None if times is None else times[(k // chunk) % len(times)]  # a receiver: one arrival time
+        if times is None:  # replay --jobs: some spans are another shard's
+            batch = [None if other else r for r, (_, _, other) in zip(batch, spans[k:k + chunk])]
         expected: List[List[SpanRecord]] = []
+        expected_clocks: List[float] = []
         for r in batch:
-            expected += ref.add(r, now)
-        assert _released(new.add_many(batch, now)) == _released(expected)
+            got = ref.add(r, now) if r is not None else ref.skip()
+            expected += got
+            expected_clocks += [ref.clock] * len(got)
+        clocks: List[float] = [-1.0]  # appended to
+        assert _released(new.add_many(batch, now, clocks)) == _released(expected)
+        assert clocks == [-1.0] + expected_clocks
         assert _state(new) == _state(ref)
     assert _released(new.drain()) == _released(ref.drain())

@@ -231,10 +231,12 @@ class TraceBuffer:
         """Add one span; returns the traces that are now due (oldest activity first)."""
         return self.add_many((r,), now)
 
-    def add_many(self, records: Iterable[SpanRecord], now: Optional[float] = None) -> List[List[SpanRecord]]:
-        """Add spans one after another, as :meth:`add` each; returns every trace released on the
-        way, in the order the calls of :meth:`add` would have returned them. ``now``: the clock of
-        every one of them (a receiver's arrival time); without it each counts one on the clock."""
+    def add_many(self, records: Iterable[Optional[SpanRecord]], now: Optional[float] = None,
+                 clocks: Optional[List[float]] = None) -> List[List[SpanRecord]]:
+        """Add spans one after another, as :meth:`add` each (None: as :meth:`skip`); returns every
+        trace released on the way, in the order those calls would have returned them, and appends
+        to ``clocks`` the clock at which each was released. ``now``: the clock of every one of them
+        (a receiver's arrival time); without it each counts one on the clock."""
         out: List[List[SpanRecord]] = []
         pending = self.pending
         settle = self.settle
@@ -247,49 +249,51 @@ class TraceBuffer:
         p: Any = None
         for r in records:
             clock = clock + 1 if now is None else now
-            tid = r.trace_id
-            if tid != last_tid:
-                p = pending.get(tid)
-                if p is None:
-                    p = pending[tid] = _Pending(clock)
+            before = len(out)
+            if r is not None:
+                tid = r.trace_id
+                if tid != last_tid:
+                    p = pending.get(tid)
+                    if p is None:
+                        p = pending[tid] = _Pending(clock)
+                    else:
+                        pending.move_to_end(tid)
+                    last_tid = tid
+                p.last_seen_at = clock
+                recs = p.records
+                if len(recs) < max_spans:
+                    recs.append(r)
                 else:
-                    pending.move_to_end(tid)
-                last_tid = tid
-            p.last_seen_at = clock
-            recs = p.records
-            if len(recs) < max_spans:
-                recs.append(r)
-            else:
-                self.overflowed += 1
-                recs.dropped += 1
-                recs.cap = max_spans
-            if r.parent_span_id is None:
-                p.root_seen_at = clock
-            if len(pending) > max_traces:
+                    self.overflowed += 1
+                    recs.dropped += 1
+                    recs.cap = max_spans
+                if r.parent_span_id is None:
+                    p.root_seen_at = clock
+                if len(pending) > max_traces:
+                    while len(pending) > max_traces:
+                        _, oldest = pending.popitem(last=False)
+                        oldest.records.seen = oldest.last_seen_at
+                        oldest.records.pushed = True
+                        out.append(oldest.records)
+                    self.clock = clock
+                    out += self.due()
+            if len(out) == before:  # nothing pushed out: what is due, if anything can be yet
+                if clock - self._front_seen_at < settle:
+                    continue
                 self.clock = clock
-                while len(pending) > max_traces:
-                    _, oldest = pending.popitem(last=False)
-                    oldest.records.seen = oldest.last_seen_at
-                    oldest.records.pushed = True
-                    out.append(oldest.records)
                 out += self.due()
-                last_tid = None  # the trace may have been released: look it up again
-            elif clock - self._front_seen_at >= settle:
-                self.clock = clock
-                due = self.due()
-                if due:
-                    out += due
-                    last_tid = None
+                if len(out) == before:
+                    continue
+            last_tid = None  # the trace may have been released: look it up again
+            if clocks is not None:
+                clocks += [clock] * (len(out) - before)
         self.clock = clock
         return out
 
     def skip(self) -> List[List[SpanRecord]]:
         """A span another buffer holds went by (``replay --jobs``): the clock moves on as if it
         had been added, and the traces now due are returned, as :meth:`add` would."""
-        self.clock += 1
-        if self.clock - self._front_seen_at < self.settle:
-            return []
-        return self.due()
+        return self.add_many((None,))
 
     def due(self, now: Optional[float] = None) -> List[List[SpanRecord]]:
         if now is not None:

@@ -13,6 +13,7 @@ from spanassert.otlp.issues import SpanDecodeError
 _ZERO_TRACE = bytes(16)
 _ZERO_SPAN = bytes(8)
 _new_record = SpanRecord.__new__
+_ABSENT: Any = object()  # a parent id not seen yet in the block
 
 
 def decode_any_proto(v: Any) -> Any:
@@ -74,6 +75,7 @@ def records_from_proto(msg: Any, source: str, *, errors: Optional[List[SpanDecod
             scope = ss.scope.name
             last_raw: Optional[bytes] = None
             last_trace = ""
+            parents: Dict[bytes, Optional[str]] = {b"": None, _ZERO_SPAN: None}  # parent id -> its hex
             for si, s in enumerate(ss.spans):
                 raw = s.trace_id
                 sid = s.span_id
@@ -87,22 +89,26 @@ def records_from_proto(msg: Any, source: str, *, errors: Optional[List[SpanDecod
                         last_trace = raw.hex()
                 if bad is None and (len(sid) != 8 or sid == _ZERO_SPAN):
                     bad = _bad_id(sid, 8, "spanId", f"resourceSpans[{ri}].scopeSpans[{qi}].spans[{si}]")
-                if bad is None and parent and len(parent) != 8:
-                    bad = _bad_id(parent, 8, "parentSpanId", f"resourceSpans[{ri}].scopeSpans[{qi}].spans[{si}]")
+                parent_hex = parents.get(parent, _ABSENT)
+                if bad is None and parent_hex is _ABSENT:
+                    if len(parent) != 8:
+                        bad = _bad_id(parent, 8, "parentSpanId", f"resourceSpans[{ri}].scopeSpans[{qi}].spans[{si}]")
+                    else:
+                        parent_hex = parents[parent] = parent.hex()
                 if bad is None:
                     try:
-                        status = s.status
                         events = s.events
                         events = (
                             [SpanEvent(e.name, e.time_unix_nano, decode_attributes_proto(e.attributes)) for e in events]
                             if events
                             else NO_EVENTS
                         )
+                        status = s.status
                         # Slot stores: see json_decode._fast_span.
                         rec = _new_record(SpanRecord)
                         rec.trace_id = last_trace
                         rec.span_id = sid.hex()
-                        rec.parent_span_id = parent.hex() if parent and parent != _ZERO_SPAN else None
+                        rec.parent_span_id = parent_hex
                         rec.name = s.name
                         rec.kind = s.kind
                         rec.start_ns = s.start_time_unix_nano

@@ -118,31 +118,18 @@ class _Run:
             if tid not in traces:
                 traces.append(tid)
 
-    def add(self, record: Optional[SpanRecord]) -> None:
-        """One span read (None: a span of another shard, which only moves the clock on)."""
-        self.report.spans_read += 1
+    def add_batch(self, records: Sequence[Optional[SpanRecord]]) -> None:
+        """Spans read one after another (a line or message of input), each taken in and the traces
+        it makes due judged, in turn; None: a span of another shard, which only moves the clock on."""
+        self.report.spans_read += len(records)
         if self.episode_keys is None:
-            assert record is not None
-            for trace in self.buffer.add(record):
+            for trace in self.buffer.add_many(records):
                 self._feed(trace)
             return
-        self.add_one_ordered(record)
-
-    def add_one_ordered(self, record: Optional[SpanRecord]) -> None:
-        released = self.buffer.add(record) if record is not None else self.buffer.skip()
-        clock = self.buffer.clock
-        for trace in released:
+        clocks: List[float] = []
+        released = self.buffer.add_many(records, clocks=clocks)
+        for trace, clock in zip(released, clocks):
             self._keyed(release_order(trace, clock), self._feed, trace)
-
-    def add_batch(self, records: List[SpanRecord]) -> None:
-        """Spans read one after another (a line or message of input): as :meth:`add` for each."""
-        self.report.spans_read += len(records)
-        if self.episode_keys is not None:
-            for r in records:
-                self.add_one_ordered(r)
-            return
-        for trace in self.buffer.add_many(records):
-            self._feed(trace)
 
     def _keyed(self, key: Tuple[float, int, float, float], work: Callable[..., Any], *args: Any) -> None:
         """Run ``work(*args)``, giving what it reports the order key ``key``."""
@@ -208,17 +195,18 @@ def replay_many(
 
 def replay_ordered(
     reports: Sequence[Report],
-    records: Iterable[Optional[SpanRecord]],
+    batches: Iterable[Sequence[Optional[SpanRecord]]],
     *,
     settle_spans: int = DEFAULT_SETTLE_SPANS,
 ) -> List[Tuple[List[OrderKey], List[OrderKey]]]:
-    """One shard of ``replay --jobs``: ``records`` is the whole input, with None in place of each
-    span of another shard. Per report: the order keys of its episode results and violations
-    (see :mod:`spanassert.replay.parallel`); the window filter is left to the merge."""
+    """One shard of ``replay --jobs``: ``batches`` is the whole input a line or message at a time,
+    with None in place of each span of another shard. Per report: the order keys of its episode
+    results and violations (see :mod:`spanassert.replay.parallel`); the window filter is left to
+    the merge."""
     runs = [_Run(rep, settle_spans, None, ordered=True) for rep in reports]
-    for r in records:
+    for batch in batches:
         for run in runs:
-            run.add(r)
+            run.add_batch(batch)
     out = []
     for run in runs:
         run.finish(ordered_end=True)

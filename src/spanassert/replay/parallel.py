@@ -53,14 +53,17 @@ def refusal(configs: Sequence[Config], paths: Sequence[Any], jobs: int) -> Optio
     return None
 
 
-def _only(records: Iterable[SpanRecord], shard: int, jobs: int) -> Iterator[Optional[SpanRecord]]:
+def _only(batches: Iterable[List[SpanRecord]], shard: int, jobs: int) -> Iterator[List[Optional[SpanRecord]]]:
     last_tid = ""
     mine = False
-    for r in records:
-        if r.trace_id != last_tid:
-            last_tid = r.trace_id
-            mine = shard_of(last_tid, jobs) == shard
-        yield r if mine else None
+    for batch in batches:
+        out: List[Optional[SpanRecord]] = []
+        for r in batch:
+            if r.trace_id != last_tid:
+                last_tid = r.trace_id
+                mine = shard_of(last_tid, jobs) == shard
+            out.append(r if mine else None)
+        yield out
 
 
 # Set in the parent just before the worker processes are forked; read by them.
@@ -68,7 +71,8 @@ _JOB: Optional[Dict[str, Any]] = None
 
 
 def _worker(shard: int) -> Tuple[str, Any]:
-    from ..otlp import OTLPInputError, read_spans
+    from ..otlp import OTLPInputError
+    from ..otlp.reader import read_span_batches
     from .driver import replay_ordered
 
     job = _JOB
@@ -84,9 +88,9 @@ def _worker(shard: int) -> Tuple[str, Any]:
         if shard == 0:  # every process reads the same input: one of them reports it
             issues.append(i)
 
-    records = read_spans(list(job["paths"]), on_issue=issue, strict=job["strict"])
+    batches = read_span_batches(list(job["paths"]), on_issue=issue, strict=job["strict"])
     try:
-        keys = replay_ordered(reports, _only(records, shard, job["jobs"]), settle_spans=job["settle_spans"])
+        keys = replay_ordered(reports, _only(batches, shard, job["jobs"]), settle_spans=job["settle_spans"])
     except OTLPInputError as exc:
         return "strict", exc.issue
     return "ok", ([_payload(rep) for rep in reports], keys, issues)
