@@ -413,6 +413,37 @@ def test_an_assertion_type_that_raises_becomes_a_diagnostic() -> None:
     assert "RuntimeError: boom" in d.message
 
 
+class ProbeBadCheck(ProbeCount):
+    type_name = "probe_bad_check"
+
+    def ineffective_reason(self) -> Optional[str]:
+        raise ValueError("nope")
+
+
+class ProbeBadUnit(ProbeUnit):
+    type_name = "probe_bad_unit"
+
+    def evaluate_unit(self) -> Outcome:
+        raise KeyError("x")
+
+
+def test_each_call_into_a_types_own_code_that_raises_is_one_positioned_diagnostic() -> None:
+    # Building it, its effectiveness check and its unit-test form: each fenced alike (one fence in
+    # config/build.py), each message naming what was being done and the exception.
+    for cls in (ProbeBadCheck, ProbeBadUnit):
+        ASSERTION_TYPES[cls.type_name] = cls
+    cases = {
+        "{type: probe_broken}": ("`probe_broken` could not be built: RuntimeError: boom",
+                                 "this is a bug in the assertion type; please report it"),
+        "{type: probe_bad_check, tool: a}": ("`probe_bad_check` failed its effectiveness check: ValueError: nope",
+                                             None),
+        "{type: probe_bad_unit, value: 1}": ("test `t`: unit-test form `probe_bad_unit` raised KeyError: 'x'", None),
+    }
+    for entry, (message, hint) in cases.items():
+        d = only(refused(f"version: 1\ntests: [{{id: t, assertions: [{entry}]}}]\n"), "E_ASSERT_BUILD")
+        assert (d.message, d.hint, d.line) == (message, hint, 2), entry
+
+
 # -- ineffective and vacuous ---------------------------------------------------------------------------
 INEFFECTIVE = y("""
     version: 1

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, TextIO, Tuple
 
-from .term import add_verbose_option, safe_stream
+from .term import add_rules_file_options, add_verbose_option, safe_stream
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -41,11 +41,7 @@ def add_validate_command(sub: Any) -> None:
     p.add_argument("--quiet", "-q", action="store_true",
                    help="text output lists only errors, warnings and failed unit-test forms (the summary line stays)")
     add_verbose_option(p)
-    p.add_argument("--allow-ineffective-assertions", action="store_true",
-                   help="keep assertions that cannot fail, reporting them as warnings")
-    p.add_argument("--untrusted", action="store_true",
-                   help="the file's author is not trusted (e.g. a pull request): import nothing it names "
-                        "(settings.embedder is refused) and read no file outside its folder (see SECURITY.md)")
+    add_rules_file_options(p)
     p.set_defaults(func=run_validate)
 
 

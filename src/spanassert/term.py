@@ -59,6 +59,16 @@ def write(stream: TextIO, text: str) -> None:
     stream.write(paint(text) if color_enabled(stream) else text)
 
 
+def add_rules_file_options(p: argparse.ArgumentParser) -> None:
+    """How a command loads its rules files (``load_config``'s two options), worded once for
+    ``validate`` and ``replay``."""
+    p.add_argument("--allow-ineffective-assertions", action="store_true",
+                   help="keep assertions that cannot fail (reported as warnings) instead of refusing the rules file")
+    p.add_argument("--untrusted", action="store_true",
+                   help="the rules files' authors are not trusted (e.g. a pull request): import nothing they name "
+                        "(settings.embedder is refused) and read no file outside their folders (see SECURITY.md)")
+
+
 def add_verbose_option(p: argparse.ArgumentParser) -> None:
     """``--verbose/-v`` (every subcommand): spanassert's own debug log on stderr."""
     p.add_argument("--verbose", "-v", action="store_true", help="log spanassert's debug messages to stderr")

@@ -21,6 +21,8 @@ from .source import Document
 
 ORIGIN_EXPECTED = "expected"
 ORIGIN_ASSERTIONS = "assertions"
+# What AssertionBuilder.run_type_code returns when the type's own code raised.
+RAISED: Any = object()
 
 
 class LoaderBuildContext(BuildContext):
@@ -188,21 +190,16 @@ class AssertionBuilder:
             base_dir=self.doc.base_dir, settings=self.build_settings(),
         )
         ctx.untrusted = self.untrusted
-        try:
-            assertion = cls(test_id, index, values, ctx)
-        except Exception as exc:  # noqa: BLE001 - a faulty type must not crash the loader
-            self.report.error(codes.E_ASSERT_BUILD, f"`{type_name}` could not be built: {type(exc).__name__}: {exc}",
-                              path, hint="this is a bug in the assertion type; please report it")
-            return None
-        if ctx.errors:
+        assertion: Assertion = self.run_type_code(lambda: cls(test_id, index, values, ctx),
+                                                  f"`{type_name}` could not be built:", path,
+                                                  hint="this is a bug in the assertion type; please report it")
+        if assertion is RAISED or ctx.errors:
             return None
         assertion.origin = origin
         assertion.position = self.doc.position(path)
-        try:
-            reason = assertion.ineffective_reason()
-        except Exception as exc:  # noqa: BLE001 -- a type's own code must not crash the loader
-            self.report.error(codes.E_ASSERT_BUILD, f"`{type_name}` failed its effectiveness check: "
-                              f"{type(exc).__name__}: {exc}", path)
+        reason: Optional[str] = self.run_type_code(assertion.ineffective_reason,
+                                                   f"`{type_name}` failed its effectiveness check:", path)
+        if reason is RAISED:
             return None
         if reason:
             message = f"test `{test_id}` {where} (`{type_name}`) cannot fail: {reason}"
@@ -215,6 +212,16 @@ class AssertionBuilder:
                 return None
         return assertion
 
+    def run_type_code(self, run: Callable[[], Any], failed: str, path: KeyPath, *,
+                      hint: Optional[str] = None) -> Any:
+        """``run()``: a call into an assertion type's own code. When it raises, ``failed`` (what was being
+        done) and the exception become one E_ASSERT_BUILD diagnostic and :data:`RAISED` is returned."""
+        try:
+            return run()
+        except Exception as exc:  # noqa: BLE001 -- a type's own code must not crash the loader
+            self.report.error(codes.E_ASSERT_BUILD, f"{failed} {type(exc).__name__}: {exc}", path, hint=hint)
+            return RAISED
+
     def build_settings(self) -> Dict[str, Any]:
         # What an assertion may read about the file's settings while it is built.
         return {
@@ -226,11 +233,9 @@ class AssertionBuilder:
         }
 
     def evaluate_unit(self, a: Assertion, test_id: str, test_path: KeyPath) -> Optional[Outcome]:
-        try:
-            outcome = a.evaluate_unit()
-        except Exception as exc:  # noqa: BLE001 -- a type's own code must not crash the loader
-            self.report.error(codes.E_ASSERT_BUILD, f"test `{test_id}`: unit-test form `{a.type_name}` raised "
-                              f"{type(exc).__name__}: {exc}", test_path)
+        outcome = self.run_type_code(a.evaluate_unit, f"test `{test_id}`: unit-test form `{a.type_name}` raised",
+                                     test_path)
+        if outcome is RAISED:
             return None
         if not isinstance(outcome, Outcome):
             self.report.error(codes.E_ASSERT_BUILD, f"test `{test_id}`: unit-test form `{a.type_name}` returned "

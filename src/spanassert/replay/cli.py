@@ -56,14 +56,9 @@ def add_replay_command(sub: Any) -> None:
                    help="exit by the verdicts even when no span was read or no episode was found "
                         "(by default that is exit 2: a broken export path must not pass)")
     p.add_argument("--strict", action="store_true", help="stop at the first malformed input line (exit 2)")
-    p.add_argument("--allow-ineffective-assertions", action="store_true",
-                   help="keep assertions that cannot fail instead of refusing the rules file")
     p.add_argument("--baseline-config", metavar="OLD_RULES",
                    help="also judge the same spans with OLD_RULES and list the episodes whose verdicts differ; "
                         "the exit code follows --config")
-    p.add_argument("--untrusted", action="store_true",
-                   help="the rules files' authors are not trusted (e.g. a pull request): import nothing they "
-                        "name (settings.embedder is refused) and read no file outside their folders (see SECURITY.md)")
     p.add_argument("--settle-spans", type=_positive_int, default=DEFAULT_SETTLE_SPANS, metavar="N",
                    help=f"spans read after a trace's root before the trace is judged complete "
                         f"(default {DEFAULT_SETTLE_SPANS}); raise it when one trace's spans are far apart in the input")
@@ -73,8 +68,9 @@ def add_replay_command(sub: Any) -> None:
                         "(default 1)")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="text output lists only failed and inconclusive results; no progress")
-    from ..term import add_verbose_option
+    from ..term import add_rules_file_options, add_verbose_option
 
+    add_rules_file_options(p)
     add_verbose_option(p)
     p.add_argument("--test", action="append", default=[], metavar="ID", dest="tests",
                    help="run only this test of the rules file (repeatable)")
