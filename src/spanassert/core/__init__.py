@@ -1,6 +1,8 @@
 """The core every front door shares: episodes, plans and verdicts (``engine``), the call and span
-model (``model``), results (``results``), telemetry out (``emit``), trace assembly (``assembly``) and
-the run record (``report``).
+model (``model``: verdicts and what an assertion reports; ``toolcall``: a call's record and its
+decoded content; ``spans``: decoded spans; ``diagnostics``: a rules file's problems), results
+(``results``), telemetry out (``emit``), trace assembly (``assembly``) and the run record
+(``report``).
 
 Nothing here imports a front door (``live``, ``replay``, ``serve``); tests/test_layout.py checks it.
 """

@@ -3,6 +3,8 @@
 ``Mapper`` reads a span (its name, attributes and events) by the OTel GenAI, OpenInference,
 OpenLLMetry/Traceloop and framework conventions (pydantic-ai, Google ADK, Strands, MCP), after any
 user ``mappings:`` rules. The live processor, the OTLP replay and the receiver all use it.
+``conventions`` names each convention's attribute keys and markers; ``_content`` decodes recorded
+content; ``_rules`` compiles user rules; ``usage`` reads a model step's token usage.
 """
 from __future__ import annotations
 
