@@ -255,8 +255,10 @@ def _records(doc: _Traces, source: str) -> List[SpanRecord]:
                 rec.parent_span_id = parent
                 rec.name = "" if s.name is UNSET else s.name
                 rec.kind = 0 if s.kind is UNSET else s.kind
-                rec.start_ns = _int(s.startTimeUnixNano)
-                rec.end_ns = _int(s.endTimeUnixNano)
+                t = s.startTimeUnixNano  # _int(t), without a call per span
+                rec.start_ns = 0 if t is UNSET else int(t)
+                t = s.endTimeUnixNano
+                rec.end_ns = 0 if t is UNSET else int(t)
                 rec.attributes = _attributes(s.attributes) if s.attributes is not UNSET else {}
                 rec.status_code = code
                 rec.status_message = message
