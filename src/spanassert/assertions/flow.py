@@ -14,7 +14,7 @@ the episode (a flow it does find still fails).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, NEED_RESULT, Assertion, BuildContext, Field
@@ -116,22 +116,8 @@ class NoFlowAssertion(Assertion):
         if not state.anchors:
             return None
         walk = Walk()
-        # Object keys first (arguments keyed by a value read from the source carry it too), each
-        # object's before anything below it, so a path shown holds no key that carries a value.
-        for path, node in walk.objects(call.arguments, self.sink_path):
-            for key in node:
-                if not isinstance(key, str) or len(key) < self.min_length:
-                    continue
-                found = self._source_in(state, key)
-                if found is None:
-                    continue
-                if found is _TOO_LONG:
-                    state.unknown_sinks += 1
-                    return None
-                return self._flowed(state, call, found, show_path(path) + " (an object key)")
-        for path, leaf in walk.leaves(call.arguments, self.sink_path):
-            text = _text(leaf)
-            if text is None or len(text) < self.min_length:
+        for text, path, is_key in self._sink_texts(walk, call.arguments):
+            if len(text) < self.min_length:
                 continue
             found = self._source_in(state, text)
             if found is None:
@@ -139,10 +125,23 @@ class NoFlowAssertion(Assertion):
             if found is _TOO_LONG:
                 state.unknown_sinks += 1
                 return None
-            return self._flowed(state, call, found, show_path(path))
+            return self._flowed(state, call, found, show_path(path) + (" (an object key)" if is_key else ""))
         if walk.cut:
             state.unknown_sinks += 1
         return None
+
+    def _sink_texts(self, walk: Walk, arguments: Any) -> Iterator[Tuple[str, List[Any], bool]]:
+        """The texts of a sink's arguments (under ``to.path``) with where they are: object keys
+        first (arguments keyed by a value read from the source carry it too), each object's before
+        anything below it, so a path shown holds no key that carries a value; then the leaves."""
+        for path, node in walk.objects(arguments, self.sink_path):
+            for key in node:
+                if isinstance(key, str):
+                    yield key, path, True
+        for path, leaf in walk.leaves(arguments, self.sink_path):
+            text = _text(leaf)
+            if text is not None:
+                yield text, path, False
 
     def _source_in(self, state: FlowState, text: str) -> Optional[str]:
         """Where the source value that ``text`` contains was read, if any (``_TOO_LONG``: ``text``

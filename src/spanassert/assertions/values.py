@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 # A walk stops after this many leaves or this depth; the caller learns it was cut.
 MAX_LEAVES = 10_000
@@ -146,54 +146,46 @@ class Walk:
         self.cut = False
 
     def leaves(self, value: Any, select: Tuple[str, ...] = ()) -> Iterator[Tuple[List[Any], Any]]:
+        return self._walk(value, select, False)
+
+    def objects(self, value: Any, select: Tuple[str, ...] = ()) -> Iterator[Tuple[List[Any], Dict[Any, Any]]]:
+        """The non-empty objects at or below the selection, each before anything below it (so a
+        caller that checks an object's keys has checked every key of a path it later shows)."""
+        return self._walk(value, select, True)
+
+    def _walk(self, value: Any, select: Tuple[str, ...], objects: bool) -> Iterator[Tuple[List[Any], Any]]:
+        """Leaves, or (``objects``) non-empty objects, depth first in document order; at most
+        MAX_LEAVES of them (objects: of their keys), MAX_DEPTH below the selection."""
         count = 0
         stack = _selected(value, select) if select else [([], value, 0)]
         limit = MAX_DEPTH + len(select)
         while stack:
             path, node, depth = stack.pop()
-            if isinstance(node, dict):
+            is_dict = isinstance(node, dict)
+            if is_dict or isinstance(node, list):
                 if depth >= limit:
                     self.cut = True
                     continue
-                for k, v in reversed(list(node.items())):
-                    stack.append(([*path, k], v, depth + 1))
+                if is_dict:
+                    if objects and node:
+                        count += len(node)
+                        if count > MAX_LEAVES:
+                            self.cut = True
+                            return
+                        yield path, node
+                    items: Iterable[Tuple[Any, Any]] = reversed(list(node.items()))
+                else:
+                    items = ((i, node[i]) for i in range(len(node) - 1, -1, -1))
+                stack.extend(([*path, k], v, depth + 1) for k, v in items
+                             if not objects or isinstance(v, (dict, list)))
                 continue
-            if isinstance(node, list):
-                if depth >= limit:
-                    self.cut = True
-                    continue
-                stack.extend(([*path, i], node[i], depth + 1) for i in range(len(node) - 1, -1, -1))
-                continue
+            if objects:
+                continue  # a bare value at the top: no object
             count += 1
             if count > MAX_LEAVES:
                 self.cut = True
                 return
             yield path, node
-
-    def objects(self, value: Any, select: Tuple[str, ...] = ()) -> Iterator[Tuple[List[Any], Dict[Any, Any]]]:
-        """The non-empty objects at or below the selection, each before anything below it (so a
-        caller that checks an object's keys has checked every key of a path it later shows)."""
-        keys = 0
-        stack = _selected(value, select) if select else [([], value, 0)]
-        limit = MAX_DEPTH + len(select)
-        while stack:
-            path, node, depth = stack.pop()
-            if isinstance(node, dict):
-                if not node:
-                    continue
-                keys += len(node)
-                if depth >= limit or keys > MAX_LEAVES:
-                    self.cut = True
-                    return
-                yield path, node
-                stack.extend(([*path, k], v, depth + 1) for k, v in reversed(list(node.items()))
-                             if isinstance(v, (dict, list)))
-            elif isinstance(node, list):
-                if depth >= limit:
-                    self.cut = True
-                    return
-                stack.extend(([*path, i], node[i], depth + 1) for i in range(len(node) - 1, -1, -1)
-                             if isinstance(node[i], (dict, list)))
 
 
 __all__ = [
