@@ -179,8 +179,12 @@ def run(n: int = 12_000, rounds: int = ROUNDS) -> List[Dict[str, str]]:
         rows.append(_row(f"agent thread's wall latency per span, {label}",
                          [x[1] for x in xs], [y[1] for y in ys], wall_target))
     rows.append(_growth(config))
-    rows.append(_engine_alone(config))
     return rows
+
+
+def engine_alone_row() -> Dict[str, str]:
+    """`python benchmarks/run.py engine`: the engine alone, its own part (it was a row of `live`)."""
+    return _engine_alone(load_config(rules_yaml(20)))
 
 
 def _engine_alone(config: Any, episodes: int = 400) -> Dict[str, str]:

@@ -34,6 +34,7 @@ def main() -> int:
     t0 = time.time()
     for name, fn in [
         ("live", lambda: live.run(5_000 if quick else 12_000)),
+        ("engine", lambda: [live.engine_alone_row()]),
         ("replay", lambda: replay_bench.run(300 if quick else 2_000)),
         ("memory", lambda: memory_bench.run(10_000 if quick else 30_000)),  # tracemalloc over 20 rules: slow
         ("config", lambda: config_bench.run(1_000)),

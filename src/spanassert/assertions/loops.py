@@ -199,7 +199,8 @@ class NoRepeatAssertion(Assertion):
             # The ring's places in use hold the digests of the last min(checked, window) calls.
             at = ((state.checked - 1) % (self.window or 1)) * _DIGEST_SIZE
             recent[at:at + _DIGEST_SIZE] = key
-            n = _occurrences(recent, key, min(state.checked * _DIGEST_SIZE, len(recent)))
+            end = state.checked * _DIGEST_SIZE
+            n = _occurrences(recent, key, end if end < len(recent) else len(recent))
         elif recent is not None:
             counts = state.counts
             assert counts is not None

@@ -117,7 +117,8 @@ def cleared_as_recorded(raw: Any, scan_with: Scanner) -> bool:
     complete: then a True here is exactly its ``(None, True)``, for one test instead of one per key
     and leaf. False means "scan the value"."""
     return (type(raw) is str and len(raw) < _CLEAR_CHARS and "\\" not in raw
-            and raw.count("[") + raw.count("{") <= _CLEAR_BRACKETS and scan_with.clears(raw))
+            and raw.count("[") + raw.count("{") <= _CLEAR_BRACKETS and scan_with.clears_containing_text
+            and not scan_with.may_find(raw))
 
 
 class SensitiveState:

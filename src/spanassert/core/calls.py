@@ -113,6 +113,7 @@ class CallsAndSteps(Verdicts):
             if args_raw is not None and type(args_raw) is str and len(args_raw) > self.max_arg_bytes:
                 args_raw = None  # too large: the end reports it as unreadable
         call = ToolCall(tool, span_id, trace_id, parent_id, start_ns, view.call_count, agent, call_id, args_raw)
+        call.tool_plan = tp
         if ep.tool_params is not None:
             call.params = ep.tool_params.get(tool)  # before anything decodes the arguments
         if args_raw is not None:
@@ -260,7 +261,9 @@ class CallsAndSteps(Verdicts):
     def _end_call(self, ep: Episode, call: ToolCall, attributes: Mapping[str, Any], end_ns: int,
                   status_code: int, events: Sequence[Any]) -> None:
         plan = ep.plan
-        tp = plan.tool_plan(call.name)
+        tp = call.tool_plan
+        if tp is None:
+            tp = plan.tool_plan(call.name)
         if not tp.targets:
             return  # no rule reads this tool's calls: their content is never looked at
         cut = self.truncated_results
@@ -369,9 +372,13 @@ class CallsAndSteps(Verdicts):
         if not judge:
             return
         plan = ep.plan
+        states = ep.states
         for i in plan.time_slots:
             slot = plan.slots[i]
-            f = slot.assertion.on_time(ep.state(slot), ns, view)
+            st = states[i]
+            if st is NO_STATE:
+                st = states[i] = slot.assertion.new_state()
+            f = slot.assertion.on_time(st, ns, view)
             if f is not None:
                 v = self._fail(ep, slot, f, span_id, late)
                 if out is not None and v is not None:

@@ -182,6 +182,7 @@ class ToolCall:
         "params",
         "_args_bound",
         "result_truncated",
+        "tool_plan",
     )
 
     def __init__(
@@ -222,6 +223,9 @@ class ToolCall:
         # The recorded result was longer than ``episodes.max_argument_bytes`` and only its head was
         # kept: what it shows is true, what it does not show is unknown.
         self.result_truncated = False
+        # What the rules of its episode's plan do with a call of this tool (the engine's ToolPlan),
+        # found at the call's start and kept for its end.
+        self.tool_plan: Any = None
 
     def finish(
         self,
