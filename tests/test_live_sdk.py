@@ -121,6 +121,23 @@ def test_a_public_only_span_is_read_through_the_public_api() -> None:
     assert sdk.end_time(view) == sdk.end_time(span) and sdk.status_code(view) == sdk.status_code(span) == 0
     assert list(sdk.events(view)) == list(sdk.events(span)) == []
     assert dict(sdk.resource_attributes(view)) == dict(sdk.resource_attributes(span))
+    # The combined reads give what the single ones give, from the private fields and without them.
+    for s in (span, view):
+        ctx, attrs, name, parent = sdk.fields(s)
+        assert (ctx, dict(attrs), name, parent) == (sdk.context(span), {"gen_ai.tool.name": "t"}, "execute_tool t", None)
+        assert sdk.timing(s) == (sdk.start_time(span), sdk.end_time(span), 0, ())
+
+
+def test_the_attributes_read_are_the_plain_dict_behind_the_sdks_mapping() -> None:
+    """The SDK's BoundedAttributes inherits the mapping ABC's get/values (a raised and caught
+    KeyError per absent key): the processor and the engine read the dict behind it."""
+    tp = TracerProvider()
+    span = tp.get_tracer("x").start_span("chat m", attributes={"gen_ai.operation.name": "chat"})
+    assert type(sdk.attributes(span)) is dict and type(sdk.fields(span)[1]) is dict
+    span.set_attribute("gen_ai.usage.input_tokens", 3)  # set after start: seen through the same dict
+    assert sdk.fields(span)[1] == {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 3}
+    span.end()
+    assert sdk.attributes(span) == dict(span.attributes)
 
 
 def test_no_other_live_module_reads_a_private_span_field() -> None:

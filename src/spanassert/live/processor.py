@@ -279,7 +279,7 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
                             self._link(tid, sid)
             if (tid in self._tracked or not self._export
                     or (not self._surely_other(name, attrs) and self._marked_role(name, attrs) != ROLE_OTHER)):
-                inline = self._background and self._other_child_inline(span, tid, name, attrs)
+                inline = self._background and self._other_child_inline(ctx.span_id, parent, tid, name, attrs)
                 if inline:
                     # A plain child span of a followed trace, with no end of its trace queued: its
                     # end is cheap to take in here, cheaper than handing it to the worker.
@@ -290,7 +290,7 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
                 else:
                     if self._background:
                         helped: List[Any] = []
-                        queued = self._enqueue(span, tid, attrs, name, helped)
+                        queued = self._enqueue(span, ctx.span_id, parent, tid, attrs, name, helped)
                         if helped:
                             self._sink.run_deferred(helped)
                         if queued:
@@ -333,30 +333,27 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
             self._roots.write_closed(results)
 
     def _evaluate_end(self, span: ReadableSpan) -> Optional[SpanOutcome]:
-        ctx = sdk.context(span)
+        ctx, attrs, name, parent = sdk.fields(span)
         if not self._export:
             self._roots.discard(ctx.span_id)
-        attrs = sdk.attributes(span)
-        name = sdk.name(span)
         if ctx.trace_id not in self._tracked:
             role = self._role(name, attrs)
             if role == ROLE_OTHER:
-                parent = sdk.parent(span)
                 if parent is not None and parent.is_remote:
                     self._remote.ended(ctx.trace_id, False)
                 return None
             # Recognised only now (its markers were set after start): position it at its end.
-            return self._engine_end(span, ctx, attrs, name, role, start_first=True)
-        return self._engine_end(span, ctx, attrs, name, None, start_first=False)
+            return self._engine_end(span, ctx, attrs, name, parent, role, start_first=True)
+        return self._engine_end(span, ctx, attrs, name, parent, None, start_first=False)
 
-    def _engine_end(self, span: ReadableSpan, ctx: Any, attrs: Mapping[str, Any], name: str,
+    def _engine_end(self, span: ReadableSpan, ctx: Any, attrs: Mapping[str, Any], name: str, parent: Any,
                     role: Optional[int], start_first: bool) -> Optional[SpanOutcome]:
-        parent = sdk.parent(span)
         tid = self._trace_hex(ctx.trace_id)
         sid = format(ctx.span_id, "016x")
         pid = format(parent.span_id, "016x") if parent is not None else None
-        start = sdk.start_time(span) or 0
-        end = sdk.end_time(span) or start
+        start, end, status, events = sdk.timing(span)
+        start = start or 0
+        end = end or start
         engine = self.engine
         if start_first:
             engine.start_span(tid, sid, pid, name, attrs, start, sdk.resource_attributes(span), role,
@@ -364,8 +361,7 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
         # A local root under a remote parent is no root of its episode: the trace's root is
         # elsewhere, and the episode ends when the trace's last such span here ends (below), as
         # replay ends it after the trace's last span.
-        out = engine.end_span(tid, sid, pid, name, attrs, start, end, sdk.status_code(span), sdk.events(span),
-                              parent is None)
+        out = engine.end_span(tid, sid, pid, name, attrs, start, end, status, events, parent is None)
         if parent is not None and parent.is_remote and self._remote.ended(ctx.trace_id, ctx.trace_id in self._tracked):
             closed = engine.end_trace(tid)
             if closed is not None:

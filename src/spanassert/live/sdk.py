@@ -36,12 +36,20 @@ def name(span: Any) -> str:
 
 
 def attributes(span: Any) -> Mapping[str, Any]:
-    """The span's attribute mapping (never None; read-only by convention)."""
+    """The span's attribute mapping (never None; read-only by convention): the plain dict behind
+    the SDK's ``BoundedAttributes`` where there is one (its ``get`` and ``values`` are the mapping
+    ABC's, which raise and catch a KeyError per absent key and read values one by one)."""
     try:
         a = span._attributes
     except AttributeError:
         a = span.attributes
-    return EMPTY if a is None else a
+    if a is None:
+        return EMPTY
+    try:
+        d = a._dict
+    except AttributeError:
+        return a  # type: ignore[no-any-return]  # a is Any: a mapping of another kind
+    return d if type(d) is dict else a
 
 
 def parent(span: Any) -> Optional[SpanContext]:
@@ -55,10 +63,24 @@ def fields(span: Any) -> Tuple[SpanContext, Mapping[str, Any], str, Optional[Spa
     """The span's context, attributes, name and parent in one call (what the processor reads of
     every span, at its start and at its end)."""
     try:
-        a = span._attributes
-        return span._context, EMPTY if a is None else a, span._name, span._parent
+        a = span._attributes._dict
+        if type(a) is dict:
+            return span._context, a, span._name, span._parent
     except AttributeError:
-        return context(span), attributes(span), name(span), parent(span)
+        pass
+    return context(span), attributes(span), name(span), parent(span)
+
+
+def timing(span: Any) -> Tuple[Optional[int], Optional[int], int, Sequence[Any]]:
+    """An ended span's start and end times, status (as :func:`status_code`) and events in one call."""
+    try:
+        status = span._status
+        code = status._status_code if status is not None else UNSET
+        ev = span._events
+        return (span._start_time, span._end_time, 0 if code is UNSET else (2 if code is ERROR else 1),
+                ev if ev else ())
+    except AttributeError:
+        return start_time(span), end_time(span), status_code(span), events(span)
 
 
 def start_time(span: Any) -> Optional[int]:
@@ -114,8 +136,8 @@ def instrumentation_info(span: Any) -> Any:
     return getattr(span, "_instrumentation_info", None)
 
 
-PRIVATE_FIELDS = frozenset({"_context", "_name", "_attributes", "_parent", "_start_time", "_end_time", "_status",
-                            "_status_code", "_events", "_resource", "_instrumentation_info"})
+PRIVATE_FIELDS = frozenset({"_context", "_name", "_attributes", "_dict", "_parent", "_start_time", "_end_time",
+                            "_status", "_status_code", "_events", "_resource", "_instrumentation_info"})
 
 __all__ = ["EMPTY", "PRIVATE_FIELDS", "attributes", "context", "end_time", "events", "fields", "instrumentation_info",
-           "name", "parent", "resource_attributes", "start_time", "status_code"]
+           "name", "parent", "resource_attributes", "start_time", "status_code", "timing"]

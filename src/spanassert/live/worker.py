@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 
 from ..core.engine import Engine, SpanOutcome
 from ..mapping import ROLE_OTHER
-from . import sdk
 from .sink import NOTHING, LiveSink
 
 if TYPE_CHECKING:
@@ -232,11 +231,11 @@ class QueuedEnds:
     def _evaluate_end(self, span: ReadableSpan) -> Optional[SpanOutcome]:
         raise NotImplementedError  # the processor's: give a span end to the engine
 
-    def _enqueue(self, span: ReadableSpan, tid: int, attrs: Mapping[str, Any], name: str, helped: List[Any]) -> bool:
+    def _enqueue(self, span: ReadableSpan, sid: int, parent: Any, tid: int, attrs: Mapping[str, Any], name: str,
+                 helped: List[Any]) -> bool:
         """Queue a span end for the worker; False when there is no worker (evaluate inline). The
         callbacks of queued ends this thread ran while it waited for room go to ``helped``."""
-        mark = self._positioned.pop(sdk.context(span).span_id, None)
-        parent = sdk.parent(span)
+        mark = self._positioned.pop(sid, None)
         barrier: Any = NO_BARRIER
         if (mark == AT_START_AGENT or parent is None or parent.is_remote
                 or (mark != AT_START_PLACED and self._marked_role(name, attrs) != ROLE_OTHER)):
@@ -350,7 +349,7 @@ class QueuedEnds:
         self._sink.run_deferred(items)
         return not self._queue.items
 
-    def _other_child_inline(self, span: ReadableSpan, tid: int, name: str, attrs: Mapping[str, Any]) -> bool:
+    def _other_child_inline(self, sid: int, parent: Any, tid: int, name: str, attrs: Mapping[str, Any]) -> bool:
         """Background mode: whether to take this span end in on the agent's thread. True (with the
         engine lock held, for the caller to release) for a span that was no GenAI span at its start
         and is none now, whose parent is in this process (so its end closes no episode), of a
@@ -361,10 +360,8 @@ class QueuedEnds:
         much, and the worker as much again."""
         if self._queue.traces.get(tid) or not self.engine.by_trace_key:
             return False
-        sid = sdk.context(span).span_id
         if self._positioned.get(sid) != AT_START_OTHER:
             return False
-        parent = sdk.parent(span)
         if parent is None or parent.is_remote:
             return False
         if not self._surely_other(name, attrs) and self._marked_role(name, attrs) != ROLE_OTHER:
