@@ -205,3 +205,44 @@ def test_past_its_bound_the_processor_marks_episodes_incomplete_rather_than_pass
               if m.name == "spanassert.overflows" for p in m.data.data_points]
     assert {p.attributes.get("spanassert.kind"): p.value for p in points} == {
         "remote_parent_not_remembered": 1}
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
+def test_a_guard_deciding_under_a_remote_parent_opens_an_episode_whose_root_is_elsewhere(
+        background: bool, tmp_path: Path) -> None:
+    """An MCP server's guard decides a `tools/call` under the client's span (a remote parent)
+    before the call's span starts: the episode that decision opens has its root in the client's
+    process, so it is "root not seen" and closes when the call's span ends, as replay says."""
+    path = tmp_path / "guarded.jsonl"
+    episodes: List[Any] = []
+    rules = build_config([
+        {"id": "no-delete", "action": "block",
+         "assertions": [{"type": "trace_must_not_call_tool", "tool": "delete_database"}]},
+        {"id": "must-lookup", "assertions": [{"type": "trace_must_call_tool", "tool": "lookup"}]},
+    ])
+    proc = AssertionSpanProcessor(rules, export=SimpleSpanProcessor(FileSpanExporter(str(path))),
+                                  background=background, on_episode=episodes.append, tick_interval=0)
+    tp = TracerProvider(resource=Resource.create({"service.name": "mcp-server"}))
+    tp.add_span_processor(proc)
+    guard = proc.guard(tracer_provider=tp)
+    tracer = tp.get_tracer("t")
+    from opentelemetry import context as otel_context
+
+    token = otel_context.attach(_remote_context())
+    try:
+        assert guard.check("lookup", {"q": "x"}, call_id="1").allowed
+        span = tracer.start_span("execute_tool lookup", attributes={
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup", "gen_ai.tool.call.id": "1",
+            "gen_ai.tool.call.arguments": json.dumps({"q": "x"})})
+    finally:
+        otel_context.detach(token)
+    span.end()
+    proc.force_flush(5_000)  # closes whatever is still open (reason: flush)
+    # Closed by the call's span ending (before any flush could close it).
+    assert [(e.close_reason, e.incomplete) for e in episodes][:1] == [(CloseReason.ROOT_NOT_SEEN, ["root not seen"])]
+    tp.shutdown()
+    live = episodes[0]
+    [replayed] = replay(rules, [str(path)]).episodes
+    assert replayed.incomplete == live.incomplete and replayed.close_reason is live.close_reason
+    assert _verdicts(live) == _verdicts(replayed) == {"no-delete": Verdict.INCONCLUSIVE,
+                                                      "must-lookup": Verdict.PASSED}
