@@ -26,6 +26,7 @@ import re
 from typing import Any, Callable, List, Optional, Pattern, Sequence, Tuple
 
 from ..core.model import CONTENT_MISSING, CONTENT_UNPARSABLE, ToolCall
+from ..otlp.json_decode import json_kind
 from .base import BuildContext
 from .call_checks import call_errored
 from .selectors import MAX_MATCH_CHARS
@@ -102,21 +103,7 @@ class ResultView:
 
 
 def kind_of(value: Any) -> str:
-    if value is UNDEFINED:
-        return "undefined"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    return "undefined" if value is UNDEFINED else json_kind(value)
 
 
 def _is_number(value: Any) -> bool:

@@ -153,6 +153,21 @@ def _all_of(preds: List[Predicate]) -> Predicate:
     return every
 
 
+def _any_of(preds: List[Predicate]) -> Predicate:
+    """True when one of ``preds`` holds (a list of types, ``anyOf``); one alone is returned as it is."""
+    if len(preds) == 1:
+        return preds[0]
+    alts = tuple(preds)
+
+    def any_holds(x: Any, alts: Tuple[Predicate, ...] = alts) -> bool:
+        for p in alts:
+            if p(x):
+                return True
+        return False
+
+    return any_holds
+
+
 def _only_for(kind: Predicate, check: Predicate) -> Predicate:
     """``check`` applies only to instances of one JSON type; others pass (as in JSON Schema)."""
     if check is _always:
@@ -232,17 +247,7 @@ def _compile(schema: Any, known: Any, depth: int) -> Predicate:
         names = [names] if isinstance(names, str) else names
         if not isinstance(names, list) or not names or not all(isinstance(n, str) and n in _TYPE_CHECKS for n in names):
             raise _Unsupported("type")
-        tests = tuple(_TYPE_CHECKS[n] for n in dict.fromkeys(names))
-        if len(tests) == 1:
-            checks.append(tests[0])
-        else:
-            def any_type(x: Any, tests: Tuple[Predicate, ...] = tests) -> bool:
-                for t in tests:
-                    if t(x):
-                        return True
-                return False
-
-            checks.append(any_type)
+        checks.append(_any_of([_TYPE_CHECKS[n] for n in dict.fromkeys(names)]))
 
     if has("enum"):
         options = schema["enum"]
@@ -371,15 +376,7 @@ def _compile(schema: Any, known: Any, depth: int) -> Predicate:
     if has("allOf"):
         checks.extend(_schema_list(schema["allOf"], known, depth))
     if has("anyOf"):
-        alts = tuple(_schema_list(schema["anyOf"], known, depth))
-
-        def any_valid(x: Any, alts: Tuple[Predicate, ...] = alts) -> bool:
-            for p in alts:
-                if p(x):
-                    return True
-            return False
-
-        checks.append(any_valid)
+        checks.append(_any_of(_schema_list(schema["anyOf"], known, depth)))
     if has("oneOf"):
         alts = tuple(_schema_list(schema["oneOf"], known, depth))
 

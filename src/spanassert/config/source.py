@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NoReturn, Optional, Tuple
 
 import yaml
 from yaml.composer import Composer
@@ -203,27 +203,25 @@ class _Bounds:
         if loader.check_event(yaml.AliasEvent):
             self.alias_count += 1
             if self.alias_count > MAX_ALIASES:
-                raise Refused(
-                    codes.E_CFG_ALIAS,
-                    f"more than {MAX_ALIASES} YAML aliases; refused as a possible alias bomb",
-                    loader.peek_event().start_mark,
-                    "write the repeated parts out, or use fewer `*alias` references",
-                )
+                self._refuse(codes.E_CFG_ALIAS,
+                             f"more than {MAX_ALIASES} YAML aliases; refused as a possible alias bomb",
+                             "write the repeated parts out, or use fewer `*alias` references")
             return Composer.compose_node(loader, parent, index)
         if loader.check_event(yaml.MappingStartEvent, yaml.SequenceStartEvent):
             self.depth += 1
             try:
                 if self.depth > MAX_DEPTH:
-                    raise Refused(
-                        codes.E_CFG_TOO_DEEP,
-                        f"nesting deeper than {MAX_DEPTH} levels",
-                        loader.peek_event().start_mark,
-                        "flatten the structure; a rules file never needs this depth",
-                    )
+                    self._refuse(codes.E_CFG_TOO_DEEP, f"nesting deeper than {MAX_DEPTH} levels",
+                                 "flatten the structure; a rules file never needs this depth")
                 return Composer.compose_node(loader, parent, index)
             finally:
                 self.depth -= 1
         return Composer.compose_node(loader, parent, index)
+
+    def _refuse(self, code: str, message: str, hint: str) -> NoReturn:
+        """Refuses the file at the node about to be composed (each bound has its own code and words)."""
+        loader: Any = self
+        raise Refused(code, message, loader.peek_event().start_mark, hint)
 
 
 class _PythonLoader(_Bounds, yaml.SafeLoader):

@@ -61,20 +61,31 @@ def _field(d: Dict[str, Any], name: str) -> Any:
     return v
 
 
-def _kind_name(v: Any) -> str:
+def json_kind(v: Any) -> str:
+    """The JSON kind of a decoded value: null, boolean, number, string, array or object; else its
+    Python type's name. Also the result grammar's ``kind_of`` and the draft's schema type inference."""
     if v is None:
         return "null"
     if isinstance(v, bool):
-        return "a boolean"
+        return "boolean"
     if isinstance(v, (int, float)):
-        return "a number"
+        return "number"
     if isinstance(v, str):
-        return "a string"
+        return "string"
     if isinstance(v, list):
-        return "an array"
+        return "array"
     if isinstance(v, dict):
-        return "an object"
+        return "object"
     return type(v).__name__
+
+
+_WITH_ARTICLE = {"boolean": "a boolean", "number": "a number", "string": "a string", "array": "an array",
+                 "object": "an object"}
+
+
+def _kind_name(v: Any) -> str:
+    kind = json_kind(v)
+    return _WITH_ARTICLE.get(kind, kind)
 
 
 def _shown(v: Any, limit: int = 40) -> str:

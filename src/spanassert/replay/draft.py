@@ -26,6 +26,7 @@ import yaml
 from ..assertions.base import NEED_ARGUMENTS, Assertion, BuildContext
 from ..config.model import Config, TestCase
 from ..core.model import CONTENT_OK, MISSING, EpisodeView, ModelStep, Outcome, ToolCall
+from ..otlp.json_decode import json_kind
 from ..otlp.reader import read_spans
 from .driver import replay_records
 
@@ -99,22 +100,17 @@ def observe(paths: Sequence[str], on_issue: Any = None) -> Tuple[List[EpisodeSee
 
 
 # -- inference ------------------------------------------------------------------------------------
+_SCHEMA_TYPES = frozenset({"null", "boolean", "string", "array", "object"})
+
+
 def _json_type(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "integer" if v.is_integer() and abs(v) < 2**53 else "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    if isinstance(v, dict):
-        return "object"
-    return "string"
+    """The JSON Schema type of a value: its JSON kind, a number narrowed to "integer" where it is
+    one that a double holds exactly, and anything else taken as a string."""
+    kind = json_kind(v)
+    if kind == "number":
+        exact = not isinstance(v, float) or (v.is_integer() and abs(v) < 2**53)
+        return "integer" if exact else "number"
+    return kind if kind in _SCHEMA_TYPES else "string"
 
 
 def _padded(lo: float, hi: float, integer: bool) -> Tuple[float, float]:
