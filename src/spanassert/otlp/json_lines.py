@@ -83,11 +83,11 @@ def read_json(name: str, stream: Any) -> Iterator[Item]:
             if not terminated:
                 yield _partial_line(name, lineno)
             else:
-                yield InputIssue(name, lineno, None, f"invalid JSON at column {exc.colno}: {exc.msg}", ERROR)
+                yield _invalid_json(name, lineno, exc.colno, exc.msg)
             first = False
             continue
         except RecursionError:
-            yield InputIssue(name, lineno, None, "JSON is nested too deeply", ERROR)
+            yield _too_deep(name, lineno)
             first = False
             continue
         first = False
@@ -105,6 +105,14 @@ def _typed_decoder() -> Optional[Callable[[bytes, str], Optional[List[SpanRecord
     except ImportError:  # msgspec missing
         return None
     return records_from_line
+
+
+def _invalid_json(name: str, line: int, column: int, why: str) -> InputIssue:
+    return InputIssue(name, line, None, f"invalid JSON at column {column}: {why}", ERROR)
+
+
+def _too_deep(name: str, line: int) -> InputIssue:
+    return InputIssue(name, line, None, "JSON is nested too deeply", ERROR)
 
 
 def _partial_line(name: str, line: int) -> InputIssue:
@@ -149,19 +157,13 @@ def _read_pretty(name: str, first_line: int, first_raw: bytes, stream: Any) -> I
             # if the next line is a document of its own, go back to reading line by line.
             rest = text[pos:].split("\n")
             if len(rest) > 1 and _is_complete_json(rest[1]):
-                yield InputIssue(
-                    name,
-                    line,
-                    None,
-                    f"invalid JSON at column {len(rest[0].rstrip()) + 1}: the line ends inside the document",
-                    ERROR,
-                )
+                yield _invalid_json(name, line, len(rest[0].rstrip()) + 1, "the line ends inside the document")
                 yield from _read_json_lines_in_memory(name, line + 1, rest[1:])
                 return
-            yield InputIssue(name, at_line, None, f"invalid JSON at column {column}: {exc.msg}", ERROR)
+            yield _invalid_json(name, at_line, column, exc.msg)
             return
         except RecursionError:
-            yield InputIssue(name, line, None, "JSON is nested too deeply", ERROR)
+            yield _too_deep(name, line)
             return
         yield from _json_records(name, line, obj)
         line += text.count("\n", pos, stop)
@@ -191,9 +193,9 @@ def _read_json_lines_in_memory(name: str, first_line: int, lines: List[str]) -> 
             if i == len(lines) - 1:
                 yield _partial_line(name, lineno)
             else:
-                yield InputIssue(name, lineno, None, f"invalid JSON at column {exc.colno}: {exc.msg}", ERROR)
+                yield _invalid_json(name, lineno, exc.colno, exc.msg)
             continue
         except RecursionError:
-            yield InputIssue(name, lineno, None, "JSON is nested too deeply", ERROR)
+            yield _too_deep(name, lineno)
             continue
         yield from _json_records(name, lineno, obj)

@@ -6,10 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 from .protocol import (
     CODE_RESOURCE_EXHAUSTED,
-    EndpointError,
+    QUEUE_FULL,
+    cannot_listen,
+    export_response,
     hostport,
     parse_endpoint,
-    rejection_message,
     status_message,
 )
 
@@ -38,20 +39,15 @@ def _make_grpc_servicer(receiver: Receiver) -> Any:
                     context.abort(grpc.StatusCode.UNAVAILABLE, down)
                 from google.rpc import error_details_pb2
 
-                status = status_message(CODE_RESOURCE_EXHAUSTED,
-                                        "spanassert serve intake queue is full; retry later", 1)
+                status = status_message(CODE_RESOURCE_EXHAUSTED, QUEUE_FULL, 1)
                 context.set_trailing_metadata((
                     ("grpc-status-details-bin", status.SerializeToString()),
                     # The Python OTLP exporter reads this key for its backoff.
                     ("google.rpc.retryinfo-bin",
                      error_details_pb2.RetryInfo(retry_delay={"seconds": 1}).SerializeToString()),
                 ))
-                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "spanassert serve intake queue is full; retry later")
-            resp = ExportTraceServiceResponse()
-            if errors:
-                resp.partial_success.rejected_spans = len(errors)
-                resp.partial_success.error_message = rejection_message(errors)
-            return resp
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, QUEUE_FULL)
+            return export_response(errors)
 
     servicer = TraceService()
 
@@ -94,9 +90,9 @@ def start_grpc(receiver: Receiver, endpoint: str) -> None:
         else:
             bound = server.add_insecure_port(hostport(host, port))
     except RuntimeError as exc:
-        raise EndpointError(f"--grpc-endpoint {endpoint}: cannot listen there ({exc}); pick another address") from None
+        raise cannot_listen("--grpc-endpoint", endpoint, str(exc)) from None
     if not bound:
-        raise EndpointError(f"--grpc-endpoint {endpoint}: cannot listen there (address in use?); pick another address")
+        raise cannot_listen("--grpc-endpoint", endpoint, "address in use?")
     server.start()
     receiver.grpc_server = server
     receiver.grpc_address = hostport(host, bound)

@@ -21,8 +21,10 @@ from .protocol import (
     CT_JSON,
     CT_PROTOBUF,
     HEALTH_PATH,
+    QUEUE_FULL,
     TRACES_PATH,
-    EndpointError,
+    cannot_listen,
+    export_response,
     hostport,
     parse_endpoint,
     rejection_message,
@@ -252,7 +254,7 @@ def make_http_handler(receiver: Receiver) -> type:
                 return
             if not receiver.accept(records, wire, len(errors)):
                 self._error(503, CODE_UNAVAILABLE,
-                            receiver.unavailable() or "spanassert serve intake queue is full; retry later",
+                            receiver.unavailable() or QUEUE_FULL,
                             (("Retry-After", "1"),))
                 return
             self._success(ctype, errors)
@@ -265,13 +267,7 @@ def make_http_handler(receiver: Receiver) -> type:
                                              "errorMessage": rejection_message(errors)}
                 self._send(200, json.dumps(doc).encode(), CT_JSON)
                 return
-            from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-
-            resp = ExportTraceServiceResponse()
-            if errors:
-                resp.partial_success.rejected_spans = len(errors)
-                resp.partial_success.error_message = rejection_message(errors)
-            self._send(200, resp.SerializeToString(), CT_PROTOBUF)
+            self._send(200, export_response(errors).SerializeToString(), CT_PROTOBUF)
 
         # -- body --
         def _body(self) -> bytes:
@@ -420,8 +416,7 @@ def start_http(receiver: Receiver, endpoint: str) -> None:
             server.socket = receiver.options.security.http_context().wrap_socket(
                 server.socket, server_side=True, do_handshake_on_connect=False)
     except OSError as exc:
-        raise EndpointError(f"--http-endpoint {endpoint}: cannot listen there ({exc.strerror or exc}); "
-                            "pick another address") from None
+        raise cannot_listen("--http-endpoint", endpoint, str(exc.strerror or exc)) from None
     receiver.http_server = server
     receiver.http_address = hostport(host, server.server_address[1])
     t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="spanassert-http",

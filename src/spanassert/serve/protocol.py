@@ -57,6 +57,11 @@ def parse_endpoint(text: str, option: str) -> Tuple[str, int]:
     return host or "0.0.0.0", port
 
 
+def cannot_listen(option: str, endpoint: str, why: str) -> EndpointError:
+    """The refusal when an endpoint that parsed cannot be bound (the same words for each server)."""
+    return EndpointError(f"{option} {endpoint}: cannot listen there ({why}); pick another address")
+
+
 def hostport(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
@@ -78,6 +83,26 @@ def rejection_message(errors: List[Any]) -> str:
     first = errors[0]
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{len(errors)} span(s) rejected: {first}{more}"
+
+
+QUEUE_FULL = "spanassert serve intake queue is full; retry later"
+
+
+_RESPONSE_CLASS: List[Any] = []  # imported at first use: the protobuf modules load only when serving
+
+
+def export_response(errors: List[Any]) -> Any:
+    """The protobuf ``ExportTraceServiceResponse`` (gRPC, and HTTP with a protobuf body): empty, or a
+    partial success naming the rejected spans."""
+    if not _RESPONSE_CLASS:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+        _RESPONSE_CLASS.append(ExportTraceServiceResponse)
+    resp = _RESPONSE_CLASS[0]()
+    if errors:
+        resp.partial_success.rejected_spans = len(errors)
+        resp.partial_success.error_message = rejection_message(errors)
+    return resp
 
 
 class ServeOptions:
