@@ -53,7 +53,8 @@ class FlowState:
 
     def __init__(self) -> None:
         # hash(first min_length chars) -> [(length, digest of the value, where it was read)]
-        self.anchors: Dict[int, List[Tuple[int, bytes, str]]] = {}
+        # (None until the first value is kept: most episodes keep none)
+        self.anchors: Optional[Dict[int, List[Tuple[int, bytes, str]]]] = None
         self.count = 0
         self.overflow = 0
         self.sources = 0  # source calls whose result was read
@@ -150,6 +151,8 @@ class NoFlowAssertion(Assertion):
             return _TOO_LONG
         k = self.min_length
         anchors = state.anchors
+        if anchors is None:
+            return None
         for i in range(len(text) - k + 1):
             hits = anchors.get(hash(text[i:i + k]))
             if hits is None:
@@ -204,14 +207,17 @@ class NoFlowAssertion(Assertion):
                 continue
             anchor = hash(text[:k])
             whole = digest(text)
-            bucket = state.anchors.get(anchor)
+            anchors = state.anchors
+            if anchors is None:
+                anchors = state.anchors = {}
+            bucket = anchors.get(anchor)
             if bucket is not None and any(w == whole for _, w, _ in bucket):
                 continue
             if state.count >= MAX_FLOW_SOURCES:
                 state.overflow += 1
                 continue
             where = f"`{call.name}` ({show_path(path)[:60]} of its result at {call_ref(call)})"
-            state.anchors.setdefault(anchor, []).append((len(text), whole, where))
+            anchors.setdefault(anchor, []).append((len(text), whole, where))
             state.count += 1
         if walk.cut or call.result_truncated:
             state.unknown_sources += 1  # values past a bound were not followed

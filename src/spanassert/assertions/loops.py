@@ -17,7 +17,7 @@ Two ways an agent goes round in circles, both judged incrementally:
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Deque, Dict, List, Optional, Union
+from typing import Any, Deque, Dict, List, Optional, Tuple, Union
 
 from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, Assertion, BuildContext, Field
@@ -63,8 +63,10 @@ class NoRepeatState:
         self.overflow = 0  # calls not counted because the cap was reached
         self.undecided = 0  # calls whose arguments were not recorded or not readable
         self.checked = 0
-        self.names: List[str] = []  # the last `cycle_length` tool names
-        self.runs: List[int] = [0] * (cycle_length + 1)
+        self.names: Tuple[str, ...] = ()  # the last `cycle_length` tool names
+        # The run length of each pattern length p (at p - 2); None while all are 0 (made when a name
+        # first comes back p calls later).
+        self.runs: Optional[List[int]] = None
         self.first_failure: Optional[str] = None
         self.open = 0
         self.cycled = False  # a cycle was reported (once per episode)
@@ -150,27 +152,27 @@ class NoRepeatAssertion(Assertion):
         reached: Optional[List[int]] = None
         for p in self._periods:
             if n >= p and names[-p] == name:
+                if runs is None:
+                    runs = state.runs = [0] * (self.cycle_length - 1)
                 bound = p * self.max
-                r = runs[p] + 1
+                r = runs[p - 2] + 1
                 if r >= bound:
                     r = bound  # no need to count past the bound
                     if reached is None:
                         reached = [p]
                     else:
                         reached.append(p)
-                runs[p] = r
-            else:
-                runs[p] = 0
-        names.append(name)
-        if n >= self.cycle_length:
-            del names[0]
-        if reached is None:
+                runs[p - 2] = r
+            elif runs is not None:
+                runs[p - 2] = 0
+        names = state.names = (*names[1:], name) if n >= self.cycle_length else (*names, name)
+        if reached is None or runs is None:
             return None
         for p in reached:
-            pattern = names[-p:]
+            pattern = list(names[-p:])
             if not _primitive(pattern):
                 continue
-            reps = runs[p] // p + 1
+            reps = runs[p - 2] // p + 1
             state.cycled = True
             return fail_first(
                 state, call,

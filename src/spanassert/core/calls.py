@@ -121,7 +121,9 @@ class CallsAndSteps(Verdicts):
         view.call_count += 1
         self.sink.tool_called(tool)
         open_calls = ep.open_calls
-        if len(open_calls) >= self.max_in_flight:
+        if open_calls is None:
+            open_calls = ep.open_calls = {}
+        elif len(open_calls) >= self.max_in_flight:
             # Bounded memory: forget the oldest in-flight call; its content is never judged.
             oldest = next(iter(open_calls))
             del open_calls[oldest]
@@ -237,7 +239,7 @@ class CallsAndSteps(Verdicts):
         call.span_id = span_id
         if parent_id is not None:
             call.parent_span_id = parent_id
-        if ep.open_calls.pop(found, None) is not None:
+        if ep.open_calls is not None and ep.open_calls.pop(found, None) is not None:
             ep.open_calls[span_id] = call
         # What was said about the placeholder is said about the span (messages name it).
         marks = ep.marks.pop(found, None) if ep.marks else None

@@ -33,6 +33,7 @@ from .calls import CallsAndSteps
 from .episode import (
     INCOMPLETE_ROOT_NOT_SEEN,
     MAX_TOOL_DEFINITIONS,
+    NO_SPAN,
     OUT_OF_ORDER,
     OVERFLOW_CALL_DROPPED,
     OVERFLOW_EPISODE_EVICTED,
@@ -134,14 +135,14 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
                 ep.view.root_span_id = span_id
                 ep.view.root_name = name
             elif role == ROLE_OTHER:
-                ep.spans[span_id] = None
+                ep.add_span(span_id, None)
                 return False
         if role == ROLE_OTHER:
             if ep is not None:
                 if self.track_span_ids:
                     self._seen(ep, span_id)
-                if parent_id in ep.spans:
-                    ep.spans[span_id] = ep.spans[parent_id]
+                if ep.has_span(parent_id):
+                    ep.add_span(span_id, ep.span_agent(parent_id))
             return False
         t0 = _clock()
         positioned = True
@@ -158,14 +159,14 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
         if self.track_span_ids:
             self._seen(ep, span_id)
         self.open.move_to_end(ep.key)
-        parent_agent = ep.spans.get(parent_id) if parent_id is not None else None
+        parent_agent = ep.agent1 if parent_id == ep.span1 else ep.span_agent(parent_id)
         if role == ROLE_AGENT:
             agent = self.mapper.agent_name(name, attributes) or parent_agent
-            ep.spans[span_id] = agent
+            ep.add_span(span_id, agent)
             if ep.view.agent is None:
                 ep.view.agent = agent
         elif role == ROLE_STEP:
-            ep.spans[span_id] = parent_agent
+            ep.add_span(span_id, parent_agent)
             if ep.step_spans is not None and parent_id in ep.step_spans:
                 self._absorb(ep, span_id)
             else:
@@ -174,9 +175,12 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
                 self._step(ep, span_id)
                 ep.step_spans[span_id] = ep.view.step_count  # its number, for messages at its end
         else:  # ROLE_TOOL
-            ep.spans[span_id] = parent_agent
+            if ep.spans is None and ep.span1 is not NO_SPAN and span_id != ep.span1:
+                ep.spans = {span_id: parent_agent}  # ep.add_span, inlined for the common case
+            else:
+                ep.add_span(span_id, parent_agent)
             tool, call_id = self.mapper.tool_start(name, attributes)
-            outer = ep.open_calls.get(parent_id) if parent_id is not None else None
+            outer = ep.open_calls.get(parent_id) if ep.open_calls is not None and parent_id is not None else None
             if outer is not None and (tool is None or tool == outer.name):
                 self._absorb(ep, span_id)
             elif tool is not None:
@@ -230,9 +234,22 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
                         return SpanOutcome(out, None)
             return None
         t0 = _clock()
-        agent = ep.spans.pop(span_id, None)
+        # ep.pop_span and ep.pop_call, inlined for the common cases (every span end of an episode).
+        spans = ep.spans
+        if span_id == ep.span1 or spans is None:
+            agent = ep.pop_span(span_id)
+        else:
+            agent = spans.pop(span_id, None)
+            if not spans:
+                ep.spans = None
         # A call started as a tool is still one: no need to read its markers again.
-        call = ep.open_calls.pop(span_id, None)
+        open_calls = ep.open_calls
+        if open_calls is None:
+            call = None
+        else:
+            call = open_calls.pop(span_id, None)
+            if not open_calls:
+                ep.open_calls = None
         if call is None and role is None and not is_local_root and \
                 (ep.absorbed is None or span_id not in ep.absorbed):
             role = self.mapper.role(name, attributes)
@@ -273,7 +290,7 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
                     if ep.pending is None or not self._adopt_pending(ep, tool, call_id, span_id, parent_id,
                                                                      attributes):
                         self._start_call(ep, tool, trace_id, span_id, parent_id, start_ns, agent, call_id)
-                    call = ep.open_calls.pop(span_id, None)
+                    call = ep.pop_call(span_id)
             if call is not None:
                 self._end_call(ep, call, attributes, end_ns, status_code, events)
         elif role == ROLE_STEP and (ep.step_spans is None or span_id not in ep.step_spans):
@@ -350,7 +367,7 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
         self._pending_seq += 1
         key = f"{PENDING_PREFIX}{self._pending_seq:x}"
         if agent is None and parent_id is not None:
-            agent = ep.spans.get(parent_id)
+            agent = ep.span_agent(parent_id)
         t0 = _clock()
         found: List[Violation] = []
         self._capture = found
@@ -386,7 +403,7 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
         writes them at the end) and the guard has them (``args_raw``), the rules that judge a call
         on its own arguments decide now (``_judge_arguments``)."""
         ep = self.by_trace.get(trace_id)
-        call = ep.open_calls.get(span_id) if ep is not None else None
+        call = ep.open_call(span_id) if ep is not None else None
         if ep is None or call is None or call.name != tool:
             return None
         if call.call_id is None and call_id is not None:

@@ -40,6 +40,7 @@ MAX_SEEN_IDS = 1024  # span ids an episode remembers for late parts (past it: pa
 MAX_TOOL_DEFINITIONS = 256  # tools whose parameter names one episode remembers
 PENDING_PREFIX = "pending:"  # a guard's pending call's placeholder span id (no span id has it)
 NO_IDS: AbstractSet[str] = frozenset()  # the span ids of an episode that has seen none (shared)
+NO_SPAN: Any = object()  # Episode.span1 when it holds no span (equal to no span id)
 
 
 class Sink:
@@ -151,6 +152,8 @@ class Episode(RuleStates):
         "reported",
         "view",
         "root_is_agent",
+        "span1",
+        "agent1",
         "spans",
         "step_spans",
         "open_calls",
@@ -182,10 +185,17 @@ class Episode(RuleStates):
         self.view.trace_id = trace_id
         self.root_is_agent = False
         # span_id -> name of the nearest agent at or above it, for the spans of this episode that
-        # are still open (entries leave when their span ends).
-        self.spans: Dict[str, Optional[str]] = {}
+        # are still open (entries leave when their span ends): one entry held in `span1`/`agent1`
+        # (most of the time the only one: the root agent's, between calls), the others in `spans`,
+        # a dict made for them and dropped when empty. Read and written through span_agent,
+        # has_span, add_span and pop_span.
+        self.span1: Any = NO_SPAN
+        self.agent1: Optional[str] = None
+        self.spans: Optional[Dict[str, Optional[str]]] = None
         self.step_spans: Optional[Dict[str, int]] = None  # open model steps -> their step number
-        self.open_calls: Dict[str, ToolCall] = {}
+        # The calls started and not ended, by span id; None when there is none (made at the
+        # first, dropped when the last ends: see pop_call).
+        self.open_calls: Optional[Dict[str, ToolCall]] = None
         self.marks: Optional[Dict[str, List[Violation]]] = None
         self.last_ns = now_ns
         self.traces: Optional[Set[str]] = None  # attribute-keyed episodes span several traces
@@ -217,3 +227,68 @@ class Episode(RuleStates):
         # arguments it was given, by placeholder span id, until the tool span that follows is
         # matched to one (CallsAndSteps._adopt_pending).
         self.pending: Optional[Dict[str, Tuple[ToolCall, Any]]] = None
+
+    # -- the open spans' agents (see __init__) ------------------------------------------------------------
+    def span_agent(self, span_id: Optional[str]) -> Optional[str]:
+        """The agent at or above open span ``span_id``; None when there is none or the span is not
+        an open span of this episode."""
+        if span_id == self.span1:
+            return self.agent1
+        spans = self.spans
+        return spans.get(span_id) if spans is not None and span_id is not None else None
+
+    def has_span(self, span_id: Optional[str]) -> bool:
+        if span_id == self.span1:
+            return True
+        spans = self.spans
+        return spans is not None and span_id in spans
+
+    def add_span(self, span_id: str, agent: Optional[str]) -> None:
+        if span_id == self.span1:
+            self.agent1 = agent
+            return
+        spans = self.spans
+        if spans is not None and span_id in spans:
+            spans[span_id] = agent
+        elif self.span1 is NO_SPAN:
+            self.span1 = span_id
+            self.agent1 = agent
+        elif spans is None:
+            self.spans = {span_id: agent}
+        else:
+            spans[span_id] = agent
+
+    def pop_span(self, span_id: str) -> Optional[str]:
+        if span_id == self.span1:
+            agent = self.agent1
+            self.span1 = NO_SPAN
+            self.agent1 = None
+            return agent
+        spans = self.spans
+        if spans is None:
+            return None
+        agent = spans.pop(span_id, None)
+        if not spans:
+            self.spans = None
+        return agent
+
+    def drop_spans(self) -> None:
+        """Forget the open spans and calls (a closed episode keeps what late spans need)."""
+        self.span1 = NO_SPAN
+        self.agent1 = None
+        self.spans = None
+        self.open_calls = None
+
+    # -- the open calls ----------------------------------------------------------------------------------
+    def open_call(self, span_id: Optional[str]) -> Optional[ToolCall]:
+        open_calls = self.open_calls
+        return open_calls.get(span_id) if open_calls is not None and span_id is not None else None
+
+    def pop_call(self, span_id: str) -> Optional[ToolCall]:
+        open_calls = self.open_calls
+        if open_calls is None:
+            return None
+        call = open_calls.pop(span_id, None)
+        if not open_calls:
+            self.open_calls = None
+        return call

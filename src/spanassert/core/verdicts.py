@@ -100,7 +100,7 @@ class Verdicts:
     def _close(self, ep: Episode, reason: CloseReason) -> EpisodeResult:
         view = ep.view
         view.close_reason = reason
-        ep.in_flight = list(ep.open_calls.values())
+        ep.in_flight = list(ep.open_calls.values()) if ep.open_calls else None
         results = self._results(ep)
         again = ep.result is not None  # a reopened episode: this result replaces the first one
         result = self._episode_result(ep, results, amendment=again)
@@ -227,8 +227,7 @@ class Verdicts:
             if tid not in self.by_trace:
                 self.sink.trace_released(tid)
         # Keep what late spans need (assertion states); drop the rest.
-        ep.spans = {}
-        ep.open_calls = {}
+        ep.drop_spans()
         ep.pending = None
 
 
