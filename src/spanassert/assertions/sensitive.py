@@ -227,12 +227,9 @@ class NoSensitiveDataAssertion(Assertion):
         state.open += 1
         # Only reached with content when a front door gives arguments at start (the engine does not).
         if self.scan_args and call.arguments_state == CONTENT_OK:
-            if cleared_as_recorded(call.arguments_text, self.scanner):
-                hit, complete = None, True
-            else:
-                hit, complete = find_in_value(call.arguments, self.scanner)
-                if hit is not None:
-                    return self._found(state, call, "arguments", hit)
+            hit, complete = self._find(call, "arguments", call.arguments, call.arguments_text)
+            if hit is not None:
+                return self._found(state, call, "arguments", hit)
             state.clear_at_start(call, complete)
         return None
 
@@ -257,15 +254,33 @@ class NoSensitiveDataAssertion(Assertion):
                                  cut=call.result_truncated)
         return failure
 
+    def _find(self, call: ToolCall, part: str, value: Any, recorded: Any) -> Tuple[Optional[Tuple[str, str]], bool]:
+        """:func:`find_in_value` of a call's decoded ``part`` (``recorded``: as the span holds it).
+        A pure function of the recorded text and the detectors, so where the call keeps a memo
+        (serve: the early check of a span, then the same span in its assembled trace) it is
+        computed once per text; only for text decoded as is (arguments bound to a parameter are
+        another value)."""
+        memo = call.memo
+        key: Any = None
+        if memo is not None and type(recorded) is str and not (part == "arguments" and call.arguments_bound):
+            key = (self.scanner, part)
+            got = memo.get(key)
+            if got is not None and got[0] is recorded:
+                return got[1], got[2]
+        if cleared_as_recorded(recorded, self.scanner):
+            hit, complete = None, True
+        else:
+            hit, complete = find_in_value(value, self.scanner)
+        if memo is not None and key is not None:
+            memo[key] = (recorded, hit, complete)
+        return hit, complete
+
     def _scan(self, state: SensitiveState, call: ToolCall, part: str, content_state: str, value: Any,
               raw_text: Optional[str], cut: bool = False, recorded: Any = None) -> Optional[Failure]:
         """``raw_text``: the text scanned when the content could not be parsed; ``recorded``: the
         content as recorded (one test may clear it whole, see :func:`cleared_as_recorded`)."""
         if content_state == CONTENT_OK:
-            if cleared_as_recorded(recorded, self.scanner):
-                hit, complete = None, True
-            else:
-                hit, complete = find_in_value(value, self.scanner)
+            hit, complete = self._find(call, part, value, recorded)
             complete = complete and not cut  # only the head of a result cut to the bound was kept
         elif content_state == CONTENT_UNPARSABLE and raw_text is not None and len(raw_text) <= MAX_MATCH_CHARS:
             # Cut short (e.g. truncated JSON): what is there can still be found, but not cleared.

@@ -60,6 +60,27 @@ def _first_failure(ep: RuleStates, slot: Slot, failure: Failure,
     ep.failed.setdefault(slot.index, failure)
 
 
+def _reuse_precheck(prechecked: Dict[str, Dict[str, ToolCall]], call: ToolCall) -> None:
+    """``call`` (an assembled trace's) takes what serve's early check of the same span decoded and
+    computed, for the content both recorded alike (the same text object, decoded as is): its
+    arguments when they decoded to an object (never bound to a parameter, whatever the episode
+    knows of the tool), its result, and the rules' memo of that content (``ToolCall.memo``)."""
+    kept = prechecked.get(call.trace_id)
+    early = kept.get(call.span_id) if kept is not None else None
+    if early is None or early is call:
+        return
+    call.memo = early.memo
+    raw = call._args_raw
+    if (raw is not None and call._args_state is None and early._args_state == CONTENT_OK
+            and type(early._args) is dict and not early._args_bound
+            and (raw is early._args_raw or (type(raw) is str and raw == early._args_raw))):
+        call._args, call._args_state, call._args_bound = early._args, CONTENT_OK, False
+    raw = call._result_raw
+    if (raw is not None and call._result_state is None and early._result_state is not None
+            and (raw is early._result_raw or (type(raw) is str and raw == early._result_raw))):
+        call._result, call._result_state = early._result, early._result_state
+
+
 class CallsAndSteps(Verdicts):
     """What tool calls and model steps do to an episode's rules (see the module docstring)."""
 
@@ -69,6 +90,9 @@ class CallsAndSteps(Verdicts):
     max_arg_bytes: int
     truncated_results: int
     tool_names: Dict[str, str]
+    prechecked: Dict[str, Dict[str, ToolCall]]
+    prechecked_calls: int
+    max_prechecked: int
 
     def _learn_tools(self, ep: Episode, attributes: Mapping[str, Any]) -> None:
         """Remember the tool definitions an ending model step or agent span recorded."""
@@ -118,6 +142,8 @@ class CallsAndSteps(Verdicts):
             call.params = ep.tool_params.get(tool)  # before anything decodes the arguments
         if args_raw is not None:
             call.args_at_start = True
+        if self.prechecked:
+            _reuse_precheck(self.prechecked, call)
         view.call_count += 1
         self.sink.tool_called(tool)
         open_calls = ep.open_calls
@@ -286,6 +312,7 @@ class CallsAndSteps(Verdicts):
                 f = handler(st, call)
                 if f is not None:
                     self._fail(ep, plan.slots[i], f, call.span_id)
+        call.memo = None  # read by the rules of its start and end only
 
     def _finish_call(self, tp: ToolPlan, call: ToolCall, attributes: Mapping[str, Any],
                      end_ns: int, status_code: int, events: Sequence[Any],
@@ -308,6 +335,8 @@ class CallsAndSteps(Verdicts):
         status = STATUS_ERROR if (status_code == 2 or error_type) else (STATUS_OK if status_code == 1 else STATUS_UNSET)
         call.finish(end_ns, status, error_type, args_raw, result_raw)
         call.result_truncated = cut
+        if self.prechecked:
+            _reuse_precheck(self.prechecked, call)
         if too_large:
             call._args_state = CONTENT_UNPARSABLE  # recorded, but not kept: undecidable
             return unreadable
@@ -421,6 +450,7 @@ class CallsAndSteps(Verdicts):
         role: Optional[int] = None,
         index: int = 0,
         agent: Optional[str] = None,
+        keep: bool = False,
     ) -> List[Violation]:
         """The violations one finished tool span has on its own, before its trace is assembled.
 
@@ -430,6 +460,13 @@ class CallsAndSteps(Verdicts):
         engine changes and nothing goes to the sink: the caller reports the result, and must not
         report the same (test, assertion, span) again when the trace is fed later. ``index`` is the
         call's position as far as the caller knows it (it only shows in messages).
+
+        ``keep``: the caller will feed this span's trace and then call :meth:`forget_precheck`. The
+        checked call is kept until then (at most ``max_prechecked`` calls), so the assembled pass
+        takes its decoded content, and what the rules computed from that content alone
+        (``ToolCall.memo``), instead of doing that work again; where the span's record differs
+        (another text, arguments bound to a parameter) it is done again, so no verdict depends on
+        whether a call was kept.
         """
         plan = self.plans.precheck()
         if not plan.slots:
@@ -447,10 +484,19 @@ class CallsAndSteps(Verdicts):
             return []
         call = ToolCall(tool, span_id=span_id, trace_id=trace_id, parent_span_id=parent_id, start_ns=start_ns,
                         index=index, call_id=self.mapper.call_id(attributes))
+        if keep and self.prechecked_calls < self.max_prechecked:
+            call.memo = {}
         fresh = RuleStates(plan)  # throwaway: nothing of the engine changes
         give_call(fresh, tp.start, call, _first_failure)
         self._finish_call(tp, call, attributes, end_ns, status_code, events)
         give_call(fresh, tp.end, call, _first_failure)
+        if call.memo is not None:
+            kept = self.prechecked.get(trace_id)
+            if kept is None:
+                kept = self.prechecked[trace_id] = {}
+            if span_id not in kept:
+                self.prechecked_calls += 1
+            kept[span_id] = call
         out: List[Violation] = []
         for i, f in sorted((fresh.failed or {}).items()):
             slot = plan.slots[i]
@@ -462,6 +508,12 @@ class CallsAndSteps(Verdicts):
             ))
         return out
 
+
+    def forget_precheck(self, trace_id: str) -> None:
+        """Drop the calls :meth:`precheck` kept for ``trace_id`` (its trace was fed, or given up)."""
+        kept = self.prechecked.pop(trace_id, None)
+        if kept:
+            self.prechecked_calls -= len(kept)
 
     def _late_call(self, ep: Episode, trace_id: str, span_id: str, parent_id: Optional[str], name: str,
                    attributes: Mapping[str, Any], start_ns: int, end_ns: int, status_code: int,

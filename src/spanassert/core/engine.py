@@ -48,7 +48,7 @@ from .episode import (
     SpanOutcome,
 )
 from .lifecycle import FAR_FUTURE, EpisodeLifecycle
-from .model import CloseReason
+from .model import CloseReason, ToolCall
 from .plan import Plans
 from .results import EpisodeResult, Violation
 
@@ -94,6 +94,12 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
         self._dry = False  # deciding outside any trace: report nothing (decide_pending(dry=True))
         self._pending_seq = 0
         self.tool_names: Dict[str, str] = {}  # see CallsAndSteps._start_call
+        # Serve's early checks kept for the assembled pass: trace id -> span id -> the checked call
+        # (see CallsAndSteps.precheck, keep=True); at most max_prechecked calls, each dropped when
+        # its trace is fed (forget_precheck).
+        self.prechecked: Dict[str, Dict[str, ToolCall]] = {}
+        self.prechecked_calls = 0
+        self.max_prechecked = 1 << 16
 
     @property
     def open_count(self) -> int:

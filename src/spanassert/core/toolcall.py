@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 
 class _Missing:
@@ -183,6 +183,7 @@ class ToolCall:
         "_args_bound",
         "result_truncated",
         "tool_plan",
+        "memo",
     )
 
     def __init__(
@@ -226,6 +227,10 @@ class ToolCall:
         # What the rules of its episode's plan do with a call of this tool (the engine's ToolPlan),
         # found at the call's start and kept for its end.
         self.tool_plan: Any = None
+        # Results that rules computed from this call's recorded content alone, kept for another
+        # record of the same span (serve's early check, then its assembled trace: see
+        # Engine.precheck). None (the default, live and replay): nothing is kept.
+        self.memo: Optional[Dict[Any, Any]] = None
 
     def finish(
         self,

@@ -6,7 +6,9 @@ root arrived; the rules file's idle timeout, capped, for traces whose root never
 with :func:`~spanassert.core.assembly.feed_trace` — exactly what replay does, so the verdicts are
 replay's. Rules whose failure at a call depends on that call alone (``order_free``) are checked on
 arrival with :meth:`Engine.precheck`, so a forbidden call is reported seconds earlier; the later,
-assembled check does not report it a second time.
+assembled check does not report it a second time, and takes what the early check decoded and scanned
+of each span instead of doing it again (kept per trace until the trace is fed, at most one per
+buffered span).
 
 Threads: request threads (HTTP, gRPC) decode each request once and put its spans on the bounded
 intake queue; one engine thread owns the engine, the trace buffer and the forwarding batches (the
@@ -67,6 +69,8 @@ class Receiver:
                               json_lines=options.output_format == "json")
         self.engine = Engine(config, self.sink)
         self._precheck = self.engine.has_precheck
+        # The early checks keep what they computed for the assembled pass, at most one per buffered span.
+        self.engine.max_prechecked = max(1, min(options.max_buffered_spans, self.engine.max_prechecked))
         idle = options.rootless_wait
         if idle is None:
             idle = min(float(config.episodes.idle_timeout), DEFAULT_ROOTLESS_WAIT_CAP)
@@ -386,12 +390,17 @@ class Receiver:
                     index = bisect_left(starts, r.start_ns)
                     insort(starts, r.start_ns)
                     try:
-                        if by_id is None:
-                            by_id = {(x.trace_id, x.span_id): x for x in batch.records}
-                        for v in engine.precheck(r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes,
-                                                 r.start_ns, r.end_ns, r.status_code, r.events, role=role,
-                                                 index=index, agent=_agent_in_batch(engine, r, by_id)):
-                            self.sink.early(v)
+                        found = engine.precheck(r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes,
+                                                r.start_ns, r.end_ns, r.status_code, r.events, role=role,
+                                                index=index, keep=True)
+                        if found:
+                            # The agent (a metric attribute) is looked for only when there is something to report.
+                            if by_id is None:
+                                by_id = {(x.trace_id, x.span_id): x for x in batch.records}
+                            agent = _agent_in_batch(engine, r, by_id)
+                            for v in found:
+                                v.agent = agent
+                                self.sink.early(v)
                     except Exception as exc:  # noqa: BLE001 - the assembled check judges it again
                         self._internal_error("serve_precheck", exc)
             if self.forwarder is not None:
@@ -428,6 +437,8 @@ class Receiver:
         except Exception as exc:  # noqa: BLE001 - isolate the failure to this trace
             self._internal_error("serve_trace", exc)
             self._guarded("serve_abandon", self.engine.abandon, records[0].trace_id)
+        finally:
+            self.engine.forget_precheck(records[0].trace_id)  # what its early checks kept
         if self.forwarder is None:
             return
         wire = side.wire if side is not None else {}
