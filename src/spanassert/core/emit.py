@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from .episode import PENDING_PREFIX, Sink
 from .escaping import escape_control
+from .model import worst
 from .results import EpisodeResult, Violation
 
 EVENT_NAME = "gen_ai.evaluation.result"
@@ -151,6 +152,7 @@ class Telemetry(Sink):
         # Per-rule coverage is counted in-process and observed on collection: one closed episode
         # yields a verdict per rule, too many for synchronous counter calls on the agent's path.
         self._result_counts: Dict[Tuple[Any, ...], int] = {}
+        self._episode_attrs: Dict[Tuple[str, str], Dict[str, str]] = {}
         self.results = meter.create_observable_counter(
             "spanassert.assertion.results", callbacks=[self._observe_results], unit="{result}",
             description="Assertion verdicts over closed episodes, per rule")
@@ -246,13 +248,31 @@ class Telemetry(Sink):
 
     def episode_closed(self, result: EpisodeResult) -> None:
         self.open.add(-1)
-        self.episodes.add(1, {ATTR_VERDICT: result.verdict.value, ATTR_CLOSE_REASON: result.close_reason.value})
+        # One pass over the results: the per-rule counts, and the enforced verdict as
+        # ``EpisodeResult.verdict`` decides it (``_value_`` is what ``.value`` returns, read without
+        # the enum's property).
         counts = self._result_counts
+        get = counts.get
+        enforced = []
         for r in result.results:
-            k = (r.test_id, r.assertion_type, r.verdict.value)
-            counts[k] = counts.get(k, 0) + 1
+            v = r.verdict
+            k = (r.test_id, r.assertion_type, v._value_)
+            counts[k] = get(k, 0) + 1
+            if not r.shadow:
+                enforced.append(v)
+        verdict = worst(enforced) if enforced or not result.results else result.verdict
+        self.episodes.add(1, self._episode_attributes(verdict._value_, result.close_reason._value_))
         if self._on_episode is not None:
             self._episode_hook(result)
+
+    def _episode_attributes(self, verdict: str, close_reason: str) -> Dict[str, str]:
+        """The attributes of ``spanassert.episodes`` for a verdict and a close reason: one dict per
+        pair (four verdicts times the close reasons), made once and never changed."""
+        key = (verdict, close_reason)
+        attrs = self._episode_attrs.get(key)
+        if attrs is None:
+            attrs = self._episode_attrs[key] = {ATTR_VERDICT: verdict, ATTR_CLOSE_REASON: close_reason}
+        return attrs
 
     def _notify_episode(self, result: EpisodeResult) -> None:
         if self._on_episode is not None:
@@ -287,7 +307,7 @@ class Telemetry(Sink):
             raise interrupted
 
     def episode_amended(self, result: EpisodeResult) -> None:
-        self.amended.add(1, {ATTR_VERDICT: result.verdict.value, ATTR_CLOSE_REASON: result.close_reason.value})
+        self.amended.add(1, self._episode_attributes(result.verdict._value_, result.close_reason._value_))
         if self.on_episode is not None:
             try:
                 self.on_episode(result)

@@ -17,7 +17,7 @@ _PRECHECK_KEY = ("\0precheck",)  # the early-check plan's key in Plans (no test 
 
 
 class Slot:
-    __slots__ = ("index", "test", "assertion", "content_needed", "shadow", "severity")
+    __slots__ = ("index", "test", "assertion", "content_needed", "shadow", "severity", "head")
 
     def __init__(self, index: int, test: TestCase, assertion: Assertion) -> None:
         self.index = index
@@ -26,6 +26,8 @@ class Slot:
         self.content_needed = bool(assertion.needs)
         self.shadow = test.shadow
         self.severity = test.severity.value if hasattr(test.severity, "value") else str(test.severity)
+        # What every result of this rule carries, read once (the close makes one result per rule).
+        self.head = (test.id, assertion.type_name, assertion.index, assertion.name, self.severity, self.shadow)
 
 
 class ToolPlan:

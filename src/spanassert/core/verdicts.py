@@ -169,8 +169,8 @@ class Verdicts:
                         ep.at_close.add(i)
                 elif verdict is _PASSED and unseen:
                     verdict, message = self._downgrade(slot, view, in_flight, message)
-            append(assertion_result(slot.test.id, a.type_name, a.index, a.name, verdict, message, sid,
-                                    slot.severity, slot.shadow))
+            test_id, type_name, a_index, a_name, severity, shadow = slot.head
+            append(assertion_result(test_id, type_name, a_index, a_name, verdict, message, sid, severity, shadow))
         for t in plan.excluded:
             severity = str(getattr(t.severity, "value", t.severity))
             for a in t.trace_assertions:
