@@ -3,6 +3,7 @@ episode counter's verdict is ``EpisodeResult.verdict`` (shadow rules included, e
 per-rule counts are what a naive count of the results says. Real SDK meter provider and reader."""
 from __future__ import annotations
 
+import logging
 import random
 from collections import Counter
 from typing import Any, Dict, Tuple
@@ -55,3 +56,33 @@ def test_episode_and_rule_counts_are_what_the_results_say_for_every_mix_of_verdi
         (("spanassert.assertion.type", a), ("spanassert.test.id", t), ("spanassert.verdict", v)): k
         for (t, a, v), k in want_rules.items()}
     assert len(want_episodes) > 8 and any(v == "failed" for v, _ in want_episodes)
+
+
+def _violation(severity: str) -> Any:
+    from spanassert.core.results import Violation
+
+    return Violation(test_id="no-delete", assertion_type="trace_must_not_call_tool", assertion_index=0,
+                     assertion_name=None, severity=severity, shadow=False, message="`delete` called\x1b[2J",
+                     span_id="00000000000000aa", trace_id="0" * 31 + "1", episode_key="k")
+
+
+def test_a_violation_is_logged_at_its_level_with_its_record_and_not_built_when_the_level_is_off(caplog: Any) -> None:
+    """Without a logger provider a violation goes to the `spanassert` logger: at ERROR/WARNING,
+    or at DEBUG when the user's on_violation reports it. The record (escaped text, the violation
+    as `extra`) is built only when the logger takes that level; the callback runs either way."""
+    seen = []
+    tel = Telemetry(meter_provider=MeterProvider())
+    tel.violation(_violation("error"))
+    tel.violation(_violation("info"))
+    tel.on_violation = seen.append
+    with caplog.at_level(logging.INFO, logger="spanassert"):
+        tel.violation(_violation("error"))  # DEBUG: off at INFO
+    with caplog.at_level(logging.DEBUG, logger="spanassert"):
+        tel.violation(_violation("critical"))
+    got = [(r.levelno, r.getMessage(), r.spanassert_violation["severity"]) for r in caplog.records
+           if r.name == "spanassert"]
+    text = "(trace_must_not_call_tool): `delete` called\\x1b[2J"
+    assert got == [(logging.ERROR, f"spanassert violation [error] no-delete {text}", "error"),
+                   (logging.WARNING, f"spanassert violation [info] no-delete {text}", "info"),
+                   (logging.DEBUG, f"spanassert violation [critical] no-delete {text}", "critical")]
+    assert [v.severity for v in seen] == ["error", "critical"]

@@ -360,16 +360,19 @@ class Telemetry(Sink):
             pass
 
     def _log_violation(self, v: Violation) -> None:
-        text = f"[{v.severity}] {v.test_id} ({v.assertion_type}): {v.message}"
         if self._logger is None:
             level = logging.WARNING if v.severity in ("warning", "info") else logging.ERROR
             if self.on_violation is not None:
                 # The caller's callback reports it (the README's quick start prints it): the log
                 # record stays, at DEBUG, so an unconfigured logging setup does not print it twice.
                 level = logging.DEBUG
+            if not log.isEnabledFor(level):
+                return  # what `log.log` would do, without building the text and the record's extra
+            text = f"[{v.severity}] {v.test_id} ({v.assertion_type}): {v.message}"
             log.log(level, "spanassert violation %s", escape_control(text),
                     extra={"spanassert_violation": v.to_dict()})
             return
+        text = f"[{v.severity}] {v.test_id} ({v.assertion_type}): {v.message}"
         try:
             from opentelemetry._logs import LogRecord, SeverityNumber
             from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
