@@ -109,7 +109,7 @@ class CallsAndSteps(Verdicts):
     def _start_call(self, ep: Episode, tool: str, trace_id: str, span_id: str, parent_id: Optional[str],
                     start_ns: int, agent: Optional[str], call_id: Optional[str],
                     attributes: Optional[Mapping[str, Any]] = None, args_raw: Any = None) -> ToolCall:
-        view = ep.view
+        view = ep
         # One string per tool name for the whole engine: the states that keep names (the last
         # names, the last call) then share it instead of holding each span's copy.
         known = self.tool_names.get(tool)
@@ -300,7 +300,7 @@ class CallsAndSteps(Verdicts):
         if unreadable is not None:
             self._unreadable(ep, unreadable, call.name)
         if self.truncated_results != cut:
-            ep.view.results_truncated += 1
+            ep.results_truncated += 1
             self.sink.overflow(OVERFLOW_RESULT_TRUNCATED)
         if tp.end:
             # give_call, inlined: this loop runs for every call of every episode.
@@ -357,7 +357,7 @@ class CallsAndSteps(Verdicts):
 
 
     def _step(self, ep: Episode, span_id: str, late: bool = False, out: Optional[List[Violation]] = None) -> None:
-        ep.view.step_count += 1
+        ep.step_count += 1
         if ep.plan.step_slots:
             self._step_rules(ep, span_id, late, out)
 
@@ -366,7 +366,7 @@ class CallsAndSteps(Verdicts):
         plan = ep.plan
         for i in plan.step_slots:
             slot = plan.slots[i]
-            f = slot.assertion.on_step(ep.state(slot), ep.view)
+            f = slot.assertion.on_step(ep.state(slot), ep)
             if f is not None:
                 v = self._fail(ep, slot, f, span_id, late)
                 if out is not None and v is not None:
@@ -377,7 +377,7 @@ class CallsAndSteps(Verdicts):
         """A model step ended: its usage goes to the rules that read it (``on_step_end``)."""
         inner = ep.inner_usage.pop(span_id, None) if ep.inner_usage else None
         # The step's own number (from its start): later steps may have started since.
-        number = ep.step_spans.get(span_id, ep.view.step_count) if ep.step_spans else ep.view.step_count
+        number = ep.step_spans.get(span_id, ep.step_count) if ep.step_spans else ep.step_count
         step = step_usage(attributes, span_id, number, inner)
         plan = ep.plan
         for i in plan.step_end_slots:
@@ -395,7 +395,7 @@ class CallsAndSteps(Verdicts):
         positions starts on the agent's thread ahead of queued ends, so starts and ends reach the
         engine in different orders in different doors, while ends alone keep one order everywhere
         (and a span that starts past a bound ends past it, or the close judges it)."""
-        view = ep.view
+        view = ep
         if view.start_ns is None or ns < view.start_ns:
             view.start_ns = ns
         if view.end_ns is None or ns > view.end_ns:
@@ -417,17 +417,17 @@ class CallsAndSteps(Verdicts):
 
     def _unreadable(self, ep: Optional[Episode], reason: str, tool: Optional[str]) -> None:
         if ep is not None:
-            ep.view.unreadable_calls += 1
+            ep.unreadable_calls += 1
         self.sink.unreadable(reason, tool)
 
     def _record_final_output(self, ep: Episode, attributes: Mapping[str, Any], events: Sequence[Any]) -> None:
         out = self.mapper.final_output(attributes, events)
         if out is not None:
-            ep.view.final_output = out
-            ep.view.final_output_state = "ok"
+            ep.final_output = out
+            ep.final_output_state = "ok"
         embeddings = self.mapper.embeddings(attributes)
         if embeddings is not None:
-            ep.view.embeddings = embeddings
+            ep.embeddings = embeddings
 
 
     # -- early check (receiver) -----------------------------------------------------------------------
@@ -527,12 +527,12 @@ class CallsAndSteps(Verdicts):
             return None
         plan = ep.plan
         call = ToolCall(tool, span_id=span_id, trace_id=trace_id, parent_span_id=parent_id, start_ns=start_ns,
-                        index=ep.view.call_count, call_id=self.mapper.call_id(attributes))
-        ep.view.call_count += 1
-        ep.view.late_calls += 1
+                        index=ep.call_count, call_id=self.mapper.call_id(attributes))
+        ep.call_count += 1
+        ep.late_calls += 1
         if start_ns >= ep.last_call_ns:
             ep.last_call_ns = start_ns
-        elif OUT_OF_ORDER not in (ep.view.incomplete or ()):
+        elif OUT_OF_ORDER not in (ep.incomplete or ()):
             # It started before calls already judged: rules on the order of calls saw it out of order.
             self._mark_incomplete(ep, [OUT_OF_ORDER], True)
         out: List[Violation] = []

@@ -138,8 +138,8 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
             ep = self._reopen(self.recent[trace_id])
             if role == ROLE_AGENT:
                 ep.root_is_agent = True
-                ep.view.root_span_id = span_id
-                ep.view.root_name = name
+                ep.root_span_id = span_id
+                ep.root_name = name
             elif role == ROLE_OTHER:
                 ep.add_span(span_id, None)
                 return False
@@ -169,8 +169,8 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
         if role == ROLE_AGENT:
             agent = self.mapper.agent_name(name, attributes) or parent_agent
             ep.add_span(span_id, agent)
-            if ep.view.agent is None:
-                ep.view.agent = agent
+            if ep.agent is None:
+                ep.agent = agent
         elif role == ROLE_STEP:
             ep.add_span(span_id, parent_agent)
             if ep.step_spans is not None and parent_id in ep.step_spans:
@@ -179,7 +179,7 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
                 if ep.step_spans is None:
                     ep.step_spans = {}
                 self._step(ep, span_id)
-                ep.step_spans[span_id] = ep.view.step_count  # its number, for messages at its end
+                ep.step_spans[span_id] = ep.step_count  # its number, for messages at its end
         else:  # ROLE_TOOL
             if ep.spans is None and ep.span1 is not NO_SPAN and span_id != ep.span1:
                 ep.spans = {span_id: parent_agent}  # ep.add_span, inlined for the common case
@@ -196,7 +196,7 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
             else:
                 positioned = False  # the name may only be set later; the call is positioned when its span ends
         if ep.plan.time_slots:  # the span time takes the start in (rules judge it at ends: see _time)
-            view = ep.view
+            view = ep
             if view.start_ns is None or start_ns < view.start_ns:
                 view.start_ns = start_ns
             if view.end_ns is None or start_ns > view.end_ns:
@@ -311,12 +311,12 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
         if ep.hold:
             pass  # the trace's root is not in the input: end_trace() closes the episode
         elif self.by_trace_key:
-            if role == ROLE_AGENT and span_id == ep.view.root_span_id:
+            if role == ROLE_AGENT and span_id == ep.root_span_id:
                 self._record_final_output(ep, attributes, events)
                 closing = self._close(ep, CloseReason.ROOT_ENDED)
             elif is_local_root and not ep.root_is_agent:
-                ep.view.root_span_id = span_id
-                ep.view.root_name = name
+                ep.root_span_id = span_id
+                ep.root_name = name
                 self._record_final_output(ep, attributes, events)
                 closing = self._close(ep, CloseReason.ROOT_ENDED)
         else:

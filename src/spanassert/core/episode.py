@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import AbstractSet, Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
-from .model import EpisodeView, Failure, ModelStep, ToolCall
+from .model import EpisodeView, Failure, ModelStep, Rare, ToolCall, ViewMore
 from .plan import Plan, Slot
 from .results import EpisodeResult, Violation
 
@@ -99,16 +99,15 @@ class SpanOutcome:
         self.episode = episode
 
 
-class RuleStates:
+class StateHolder:
     """One state per rule of a plan, made on first use, and the first failure of each rule: an
-    episode's, or the receiver's throwaway ones for one span (Engine.precheck)."""
+    episode's (:class:`Episode`), or the receiver's throwaway ones for one span
+    (:class:`RuleStates`, Engine.precheck). The fields are its subclasses' slots."""
 
-    __slots__ = ("plan", "states", "failed")
-
-    def __init__(self, plan: Plan) -> None:
-        self.plan = plan
-        self.states: List[Any] = [NO_STATE] * len(plan.slots)
-        self.failed: Optional[Dict[int, Failure]] = None
+    __slots__ = ()
+    plan: Plan
+    states: List[Any]
+    failed: Optional[Dict[int, Failure]]
 
     def state(self, slot: Slot) -> Any:
         st = self.states[slot.index]
@@ -118,7 +117,18 @@ class RuleStates:
         return st
 
 
-States = TypeVar("States", bound=RuleStates)
+class RuleStates(StateHolder):
+    """A plan's rule states on their own (the receiver's throwaway ones for one span)."""
+
+    __slots__ = ("plan", "states", "failed")
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.states = [NO_STATE] * len(plan.slots)
+        self.failed = None
+
+
+States = TypeVar("States", bound=StateHolder)
 Handlers = Tuple[Tuple[int, Callable[[Any, ToolCall], Optional[Failure]]], ...]
 
 
@@ -143,14 +153,34 @@ def give_call(ep: States, handlers: Handlers, call: ToolCall,
                 out.append(v)
 
 
-class Episode(RuleStates):
-    """One agent run as the engine holds it (see the module docstring)."""
+class _EpisodeMore(ViewMore):
+    """The fields of an episode (and its view) that are usually at their default (see
+    :class:`~spanassert.core.model.Rare`)."""
+
+    __slots__ = ("reported", "traces", "inner_usage", "result", "at_close", "in_flight", "reopened")
+
+    def __init__(self) -> None:
+        ViewMore.__init__(self)
+        self.reported: Optional[Set[Tuple[int, Optional[str]]]] = None
+        self.traces: Optional[Set[str]] = None
+        self.inner_usage: Optional[Dict[str, ModelStep]] = None
+        self.result: Optional[EpisodeResult] = None
+        self.at_close: Optional[Set[int]] = None
+        self.in_flight: Optional[List[ToolCall]] = None
+        self.reopened = False
+
+
+class Episode(EpisodeView, StateHolder):
+    """One agent run as the engine holds it (see the module docstring). It is its own view
+    (``view`` is the episode itself: one object, not two, per open episode); rules read it as an
+    :class:`EpisodeView` only."""
+
+    trace_id: str
 
     __slots__ = (
-        "key",
-        "trace_id",
-        "reported",
-        "view",
+        "plan",
+        "states",
+        "failed",
         "root_is_agent",
         "span1",
         "agent1",
@@ -159,30 +189,35 @@ class Episode(RuleStates):
         "open_calls",
         "marks",
         "last_ns",
-        "traces",
         "closed",
         "eval_s",
         "absorbed",
-        "inner_usage",
         "hold",
-        "result",
-        "at_close",
-        "in_flight",
         "seen",
         "last_call_ns",
-        "reopened",
         "tool_params",
         "pending",
     )
 
+    more_type = _EpisodeMore
+    # Usually at their default, kept in `more` (see Rare):
+    reported: Rare[Optional[Set[Tuple[int, Optional[str]]]]] = Rare(None)  # (slot, span) failures reported
+    traces: Rare[Optional[Set[str]]] = Rare(None)  # attribute-keyed episodes span several traces
+    # Usage recorded by provider spans folded into a step, by the step's span id (read when the
+    # step ends, for what its own span does not record).
+    inner_usage: Rare[Optional[Dict[str, ModelStep]]] = Rare(None)
+    result: Rare[Optional[EpisodeResult]] = Rare(None)  # the last result given out (for amendments)
+    at_close: Rare[Optional[Set[int]]] = Rare(None)  # slots that failed (and were reported) at a close
+    in_flight: Rare[Optional[List[ToolCall]]] = Rare(None)  # calls not ended when it closed
+    reopened: Rare[bool] = Rare(False)  # closed once, and went on (another local root, a late part)
+
     def __init__(self, key: str, trace_id: str, plan: Plan, now_ns: int) -> None:
+        EpisodeView.__init__(self)
         self.key = key
         self.trace_id = trace_id
-        RuleStates.__init__(self, plan)
-        self.reported: Optional[Set[Tuple[int, Optional[str]]]] = None
-        self.view = EpisodeView()
-        self.view.key = key
-        self.view.trace_id = trace_id
+        self.plan = plan
+        self.states = [NO_STATE] * len(plan.slots)
+        self.failed = None
         self.root_is_agent = False
         # span_id -> name of the nearest agent at or above it, for the spans of this episode that
         # are still open (entries leave when their span ends): one entry held in `span1`/`agent1`
@@ -198,26 +233,18 @@ class Episode(RuleStates):
         self.open_calls: Optional[Dict[str, ToolCall]] = None
         self.marks: Optional[Dict[str, List[Violation]]] = None
         self.last_ns = now_ns
-        self.traces: Optional[Set[str]] = None  # attribute-keyed episodes span several traces
         self.closed = False
         self.eval_s = 0.0  # time spent evaluating this episode's spans
         # Open spans folded into their parent call or step (an MCP `tools/call` span inside a
         # framework's `execute_tool` span, a provider chat span inside a framework's): one call.
         self.absorbed: Optional[Set[str]] = None
-        # Usage recorded by provider spans folded into a step, by the step's span id (read when the
-        # step ends, for what its own span does not record).
-        self.inner_usage: Optional[Dict[str, ModelStep]] = None
         # Replay and serve, a trace whose root is not in the input: no span end closes the
         # episode; the end of the trace's spans does (Engine.end_trace).
         self.hold = False
-        self.result: Optional[EpisodeResult] = None  # the last result given out (for amendments)
-        self.at_close: Optional[Set[int]] = None  # slots that failed (and were reported) at a close
-        self.in_flight: Optional[List[ToolCall]] = None  # calls not ended when it closed
         # Assembled traces only: ids of the spans seen (bounded; None past the bound), so that a
         # late part of the trace can tell a parent seen earlier from one missing from the input.
         self.seen: Optional[AbstractSet[str]] = NO_IDS  # a set from the first id on (Engine._seen)
         self.last_call_ns = 0  # the latest start of a call judged so far
-        self.reopened = False  # closed once, and went on (another local root, a late part)
         # Tool name -> parameter names, from the tool definitions recorded on the spans of this
         # episode that have ended (model steps, agents): what binds a bare-value argument to its
         # parameter name. Read at span end only, so that live and replay learn them at the same
@@ -227,6 +254,12 @@ class Episode(RuleStates):
         # arguments it was given, by placeholder span id, until the tool span that follows is
         # matched to one (CallsAndSteps._adopt_pending).
         self.pending: Optional[Dict[str, Tuple[ToolCall, Any]]] = None
+
+    @property
+    def view(self) -> EpisodeView:
+        """The episode's view: the episode itself (a property, not a field: a field holding the
+        episode would make each episode a reference cycle, freed only by the garbage collector)."""
+        return self
 
     # -- the open spans' agents (see __init__) ------------------------------------------------------------
     def span_agent(self, span_id: Optional[str]) -> Optional[str]:

@@ -133,7 +133,7 @@ class EpisodeLifecycle(Verdicts):
         ep = self.by_trace.get(trace_id)
         if ep is None or ep.hold or count <= 0:
             return
-        view = ep.view
+        view = ep
         if view.incomplete is None:
             view.incomplete = []
         view.incomplete[:] = [r for r in view.incomplete if not r.endswith(PARENTS_NOT_IN_INPUT_SUFFIX)]
@@ -188,11 +188,11 @@ class EpisodeLifecycle(Verdicts):
         ep = Episode(key, trace_id, plan, now_ns)
         if now_ns + self.idle_ns < self.idle_deadline:
             self.idle_deadline = now_ns + self.idle_ns
-        ep.view.service = service
+        ep.service = service
         if role == ROLE_AGENT:
             ep.root_is_agent = True
-            ep.view.root_span_id = span_id
-            ep.view.root_name = name
+            ep.root_span_id = span_id
+            ep.root_name = name
         self.open[key] = ep
         self.by_trace[trace_id] = ep
         self.sink.trace_tracked(trace_id)

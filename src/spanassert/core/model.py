@@ -12,7 +12,7 @@ importable from here as well.
 from __future__ import annotations
 
 import enum
-from typing import Any, Dict, List, Optional
+from typing import Any, ClassVar, Dict, Generic, List, Optional, Type, TypeVar, overload
 
 from .diagnostics import ConfigError, Diagnostic
 from .spans import NO_EVENTS, SpanEvent, SpanRecord
@@ -160,6 +160,61 @@ class Outcome:
         return f"Outcome({self.verdict.value}, {self.message!r})"
 
 
+T = TypeVar("T")
+
+
+class ViewMore:
+    """The fields of an episode's view that are usually at their default (see :class:`Rare`)."""
+
+    __slots__ = ("final_output", "final_output_state", "embeddings", "calls_dropped", "incomplete",
+                 "results_truncated", "late_calls", "unreadable_calls")
+
+    def __init__(self) -> None:
+        self.final_output: Optional[str] = None
+        self.final_output_state: str = CONTENT_MISSING
+        self.embeddings: Optional[Dict[str, Any]] = None
+        self.calls_dropped = 0
+        self.incomplete: Optional[List[str]] = None
+        self.results_truncated = 0
+        self.late_calls = 0
+        self.unreadable_calls = 0
+
+
+class Rare(Generic[T]):
+    """A field of an :class:`EpisodeView` (or episode) that is usually at its default: kept in its
+    side record (``more``, made by ``more_type`` at the first other value), so that an open
+    episode does not hold a place for it. Read and written as a plain attribute."""
+
+    __slots__ = ("name", "default")
+
+    def __init__(self, default: T) -> None:
+        self.default = default
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> Rare[T]: ...
+
+    @overload
+    def __get__(self, obj: EpisodeView, owner: type) -> T: ...
+
+    def __get__(self, obj: Optional[EpisodeView], owner: type) -> Any:
+        if obj is None:
+            return self
+        more = obj.more
+        return self.default if more is None else getattr(more, self.name)
+
+    def __set__(self, obj: EpisodeView, value: T) -> None:
+        more = obj.more
+        if more is None:
+            if value is self.default:
+                return
+            more = obj.more = obj.more_type()
+        setattr(more, self.name, value)
+
+
 class EpisodeView:
     """What an assertion may read about its episode when it decides at close.
 
@@ -177,18 +232,28 @@ class EpisodeView:
         "decidable",
         "call_count",
         "step_count",
-        "unreadable_calls",
-        "final_output",
-        "final_output_state",
-        "embeddings",
         "service",
-        "calls_dropped",
         "start_ns",
         "end_ns",
-        "incomplete",
-        "results_truncated",
-        "late_calls",
+        "more",
     )
+
+    # Usually at their default, kept in `more` (a side record made at the first other value: see
+    # Rare); read and written as plain attributes.
+    final_output: Rare[Optional[str]] = Rare(None)
+    final_output_state: Rare[str] = Rare(CONTENT_MISSING)
+    # Precomputed embeddings recorded on the span that carried the final output (raw attribute
+    # values by name, see Mapper.embeddings), or None.
+    embeddings: Rare[Optional[Dict[str, Any]]] = Rare(None)
+    calls_dropped: Rare[int] = Rare(0)
+    # Why the evidence is incomplete ("root not seen", spans over a cap): never decidable.
+    incomplete: Rare[Optional[List[str]]] = Rare(None)
+    results_truncated: Rare[int] = Rare(0)  # tool results cut to max_argument_bytes (their rules: inconclusive)
+    # Calls that arrived after the episode closed: safety rules judge them; a liveness rule that
+    # was met without them, and that more calls could break, is no longer a pass.
+    late_calls: Rare[int] = Rare(0)
+    unreadable_calls: Rare[int] = Rare(0)
+    more_type: ClassVar[Type[ViewMore]] = ViewMore  # what `more` is made as
 
     def __init__(self) -> None:
         self.key: str = ""
@@ -202,24 +267,12 @@ class EpisodeView:
         self.decidable = False
         self.call_count = 0
         self.step_count = 0
-        self.unreadable_calls = 0
-        self.final_output: Optional[str] = None
-        self.final_output_state: str = CONTENT_MISSING
-        # Precomputed embeddings recorded on the span that carried the final output (raw attribute
-        # values by name, see Mapper.embeddings), or None.
-        self.embeddings: Optional[Dict[str, Any]] = None
         self.service: Optional[str] = None
-        self.calls_dropped = 0
         # Span time of the episode's GenAI spans (agent, model, tool): the earliest start and the
         # latest start or end seen. Judged from span timestamps only, never the wall clock.
         self.start_ns: Optional[int] = None
         self.end_ns: Optional[int] = None
-        # Why the evidence is incomplete ("root not seen", spans over a cap): never decidable.
-        self.incomplete: Optional[List[str]] = None
-        self.results_truncated = 0  # tool results cut to max_argument_bytes (their rules: inconclusive)
-        # Calls that arrived after the episode closed: safety rules judge them; a liveness rule that
-        # was met without them, and that more calls could break, is no longer a pass.
-        self.late_calls = 0
+        self.more: Optional[ViewMore] = None  # the fields usually at their default (Rare)
 
 
 class ModelStep:

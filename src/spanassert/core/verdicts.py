@@ -40,7 +40,7 @@ def violation_of(ep: Episode, slot: Slot, message: str, span_id: Optional[str], 
         call_index=call_index,
         late=late,
         at_close=at_close,
-        agent=ep.view.agent,
+        agent=ep.agent,
     )
 
 
@@ -57,7 +57,7 @@ class Verdicts:
     _dry: bool  # ... and, outside any trace, not reported (nothing is recorded)
 
     def _mark_incomplete(self, ep: Episode, incomplete: Sequence[str], root_seen: bool) -> None:
-        view = ep.view
+        view = ep
         reasons = list(incomplete)
         if not root_seen and INCOMPLETE_ROOT_NOT_SEEN not in reasons:
             reasons.insert(0, INCOMPLETE_ROOT_NOT_SEEN)
@@ -98,7 +98,7 @@ class Verdicts:
 
     # -- closing ------------------------------------------------------------------------------------
     def _close(self, ep: Episode, reason: CloseReason) -> EpisodeResult:
-        view = ep.view
+        view = ep
         view.close_reason = reason
         ep.in_flight = list(ep.open_calls.values()) if ep.open_calls else None
         results = self._results(ep)
@@ -114,7 +114,7 @@ class Verdicts:
 
     def _episode_result(self, ep: Episode, results: List[AssertionResult], amendment: bool,
                         late: bool = False) -> EpisodeResult:
-        view = ep.view
+        view = ep
         assert view.close_reason is not None
         result = EpisodeResult(
             key=ep.key, trace_id=ep.trace_id, root_span_id=view.root_span_id, root_name=view.root_name,
@@ -128,7 +128,7 @@ class Verdicts:
     def _results(self, ep: Episode) -> List[AssertionResult]:
         """Every rule's verdict on the episode as its states and view stand (at close, and again
         when later evidence amends a closed episode)."""
-        view = ep.view
+        view = ep
         reason = view.close_reason
         if view.incomplete:
             view.decidable = False  # the missing evidence could hold what a rule looks for
@@ -240,7 +240,7 @@ class Verdicts:
             return
         results = self._results(ep)
         if [(r.verdict, r.span_id) for r in results] == [(r.verdict, r.span_id) for r in old.results] and \
-                old.incomplete == (ep.view.incomplete or []):
+                old.incomplete == (ep.incomplete or []):
             return
         if late:
             for new, before in zip(results, old.results):
