@@ -335,7 +335,7 @@ class CallsAndSteps(Verdicts):
         status = STATUS_ERROR if (status_code == 2 or error_type) else (STATUS_OK if status_code == 1 else STATUS_UNSET)
         call.finish(end_ns, status, error_type, args_raw, result_raw)
         call.result_truncated = cut
-        if self.prechecked:
+        if self.prechecked and call.tool_plan is not None:  # an episode's call (not the early check's own)
             _reuse_precheck(self.prechecked, call)
         if too_large:
             call._args_state = CONTENT_UNPARSABLE  # recorded, but not kept: undecidable
@@ -475,15 +475,14 @@ class CallsAndSteps(Verdicts):
             role = self.mapper.role(name, attributes)
         if role != ROLE_TOOL:
             return []
-        tool = self.mapper.tool_name(name, attributes)
+        tool, call_id = self.mapper.tool_start(name, attributes)  # as the assembled start reads them
         if tool is None:
             return []
         tp = plan.tool_plan(tool)
         targets = tp.targets
         if not targets:
             return []
-        call = ToolCall(tool, span_id=span_id, trace_id=trace_id, parent_span_id=parent_id, start_ns=start_ns,
-                        index=index, call_id=self.mapper.call_id(attributes))
+        call = ToolCall(tool, span_id, trace_id, parent_id, start_ns, index, None, call_id)
         if keep and self.prechecked_calls < self.max_prechecked:
             call.memo = {}
         fresh = RuleStates(plan)  # throwaway: nothing of the engine changes
@@ -497,8 +496,10 @@ class CallsAndSteps(Verdicts):
             if span_id not in kept:
                 self.prechecked_calls += 1
             kept[span_id] = call
+        if not fresh.failed:
+            return []
         out: List[Violation] = []
-        for i, f in sorted((fresh.failed or {}).items()):
+        for i, f in sorted(fresh.failed.items()):
             slot = plan.slots[i]
             a = slot.assertion
             out.append(Violation(
