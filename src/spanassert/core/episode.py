@@ -157,14 +157,13 @@ class _EpisodeMore(ViewMore):
     """The fields of an episode (and its view) that are usually at their default (see
     :class:`~spanassert.core.model.Rare`)."""
 
-    __slots__ = ("reported", "traces", "inner_usage", "result", "at_close", "in_flight", "reopened")
+    __slots__ = ("reported", "traces", "inner_usage", "at_close", "in_flight", "reopened")
 
     def __init__(self) -> None:
         ViewMore.__init__(self)
         self.reported: Optional[Set[Tuple[int, Optional[str]]]] = None
         self.traces: Optional[Set[str]] = None
         self.inner_usage: Optional[Dict[str, ModelStep]] = None
-        self.result: Optional[EpisodeResult] = None
         self.at_close: Optional[Set[int]] = None
         self.in_flight: Optional[List[ToolCall]] = None
         self.reopened = False
@@ -197,6 +196,7 @@ class Episode(EpisodeView, StateHolder):
         "last_call_ns",
         "tool_params",
         "pending",
+        "result",
     )
 
     more_type = _EpisodeMore
@@ -206,7 +206,6 @@ class Episode(EpisodeView, StateHolder):
     # Usage recorded by provider spans folded into a step, by the step's span id (read when the
     # step ends, for what its own span does not record).
     inner_usage: Rare[Optional[Dict[str, ModelStep]]] = Rare(None)
-    result: Rare[Optional[EpisodeResult]] = Rare(None)  # the last result given out (for amendments)
     at_close: Rare[Optional[Set[int]]] = Rare(None)  # slots that failed (and were reported) at a close
     in_flight: Rare[Optional[List[ToolCall]]] = Rare(None)  # calls not ended when it closed
     reopened: Rare[bool] = Rare(False)  # closed once, and went on (another local root, a late part)
@@ -254,6 +253,7 @@ class Episode(EpisodeView, StateHolder):
         # arguments it was given, by placeholder span id, until the tool span that follows is
         # matched to one (CallsAndSteps._adopt_pending).
         self.pending: Optional[Dict[str, Tuple[ToolCall, Any]]] = None
+        self.result: Optional[EpisodeResult] = None  # the last result given out (for amendments)
 
     @property
     def view(self) -> EpisodeView:

@@ -100,7 +100,8 @@ class Verdicts:
     def _close(self, ep: Episode, reason: CloseReason) -> EpisodeResult:
         view = ep
         view.close_reason = reason
-        ep.in_flight = list(ep.open_calls.values()) if ep.open_calls else None
+        if ep.open_calls or ep.more is not None:
+            ep.in_flight = list(ep.open_calls.values()) if ep.open_calls else None
         results = self._results(ep)
         again = ep.result is not None  # a reopened episode: this result replaces the first one
         result = self._episode_result(ep, results, amendment=again)
@@ -130,7 +131,10 @@ class Verdicts:
         when later evidence amends a closed episode)."""
         view = ep
         reason = view.close_reason
-        if view.incomplete:
+        # No side record: every field kept there is at its default (nothing incomplete, late,
+        # unreadable, truncated, dropped or in flight), read here without going through it.
+        plain = view.more is None
+        if not plain and view.incomplete:
             view.decidable = False  # the missing evidence could hold what a rule looks for
         elif self.by_trace_key:
             view.decidable = reason is _ROOT_ENDED
@@ -138,13 +142,14 @@ class Verdicts:
             view.decidable = reason is _IDLE or reason is _END_OF_INPUT
         results: List[AssertionResult] = []
         append = results.append
-        in_flight = ep.in_flight or []
+        in_flight = [] if plain else ep.in_flight or []
         plan = ep.plan
         states = ep.states
         failed = ep.failed
         # Whether some evidence was not seen: only then can a pass be downgraded (see _downgrade).
-        unseen = bool(reason is _INTERNAL_ERROR or view.incomplete or view.late_calls or view.unreadable_calls
-                      or in_flight or view.results_truncated or view.calls_dropped)
+        unseen = reason is _INTERNAL_ERROR or (not plain and bool(
+            view.incomplete or view.late_calls or view.unreadable_calls or in_flight or view.results_truncated
+            or view.calls_dropped))
         for slot in plan.slots:
             a = slot.assertion
             i = slot.index
