@@ -212,6 +212,8 @@ class NoSensitiveDataAssertion(Assertion):
             needs.add(NEED_FINAL_OUTPUT)
         self.needs = frozenset(needs)
         self.order_free = not self.scan_output  # a finding at a call depends on that call alone
+        # A scan's result depends on the text and the detectors only: kept per (scanner, part).
+        self._memo_keys = {"arguments": (self.scanner, "arguments"), "result": (self.scanner, "result")}
 
     def new_state(self) -> SensitiveState:
         return SensitiveState()
@@ -262,8 +264,9 @@ class NoSensitiveDataAssertion(Assertion):
         another value)."""
         memo = call.memo
         key: Any = None
-        if memo is not None and type(recorded) is str and not (part == "arguments" and call.arguments_bound):
-            key = (self.scanner, part)
+        # (Reached with the content decoded: the call's binding is known.)
+        if memo is not None and type(recorded) is str and not (part == "arguments" and call._args_bound):
+            key = self._memo_keys[part]
             got = memo.get(key)
             if got is not None and got[0] is recorded:
                 return got[1], got[2]

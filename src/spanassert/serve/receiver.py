@@ -406,7 +406,7 @@ class Receiver:
             if self.forwarder is not None:
                 side.wire[r.span_id] = wire.get((r.trace_id, r.span_id)) if wire is not None else None
             self.buffered_spans += 1
-            for trace in self.buffer.add(r, now):
+            for trace in self.buffer.add_many((r,), now):  # add(), without a call per span
                 self._feed(trace)
             p = pending.get(r.trace_id)
             if p is not None and (len(p.records) >= max_spans or now - p.first_seen_at >= max_age):
