@@ -1,6 +1,7 @@
 """Calls and steps: a tool call's start (its position, and arguments already on the span), its end
 (its content, read only as far as the rules of its tool need it), model steps and their usage, span
-time, a late call of a closed episode, and the receiver's early check of one finished tool span.
+time, and a late call of a closed episode (the receiver's early check of one finished tool span,
+which reuses them, is :mod:`.precheck`).
 
 A mixin of :class:`~spanassert.core.engine.Engine` (the engine's state is set in its ``__init__``).
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..assertions.base import NEED_ARGUMENTS
-from ..mapping import ROLE_TOOL, Mapper
+from ..mapping import Mapper
 from ..mapping.usage import step_usage
 from .episode import (
     MAX_TOOL_DEFINITIONS,
@@ -21,7 +22,6 @@ from .episode import (
     UNREADABLE_NO_NAME,
     UNREADABLE_TOO_LARGE,
     Episode,
-    RuleStates,
     SpanOutcome,
     give_call,
 )
@@ -50,14 +50,6 @@ def _same_content(a: Any, b: Any) -> bool:
     va, sa = decode_content(a)
     vb, sb = decode_content(b)
     return sa == CONTENT_OK and sb == CONTENT_OK and va == vb
-
-
-def _first_failure(ep: RuleStates, slot: Slot, failure: Failure,
-                   span_id: Optional[str], late: bool) -> None:  # noqa: ARG001 -- give_call's `fail` signature
-    """The early check keeps each rule's first failure (its caller reports them; the engine does not)."""
-    if ep.failed is None:
-        ep.failed = {}
-    ep.failed.setdefault(slot.index, failure)
 
 
 def _reuse_precheck(prechecked: Dict[str, Dict[str, ToolCall]], call: ToolCall) -> None:
@@ -429,92 +421,6 @@ class CallsAndSteps(Verdicts):
         if embeddings is not None:
             ep.embeddings = embeddings
 
-
-    # -- early check (receiver) -----------------------------------------------------------------------
-    @property
-    def has_precheck(self) -> bool:
-        """Whether any rule can be decided on one finished tool span alone (see :meth:`precheck`)."""
-        return bool(self.plans.precheck().slots)
-
-    def precheck(
-        self,
-        trace_id: str,
-        span_id: str,
-        parent_id: Optional[str],
-        name: str,
-        attributes: Mapping[str, Any],
-        start_ns: int,
-        end_ns: int,
-        status_code: int = 0,
-        events: Sequence[Any] = (),
-        role: Optional[int] = None,
-        index: int = 0,
-        agent: Optional[str] = None,
-        keep: bool = False,
-    ) -> List[Violation]:
-        """The violations one finished tool span has on its own, before its trace is assembled.
-
-        For a receiver, which gets spans after they end and must wait for the rest of a trace
-        before feeding it: the rules marked ``order_free`` (their failure at a call depends only on
-        that call) are run on fresh, throwaway states, so they fire on arrival. Nothing in the
-        engine changes and nothing goes to the sink: the caller reports the result, and must not
-        report the same (test, assertion, span) again when the trace is fed later. ``index`` is the
-        call's position as far as the caller knows it (it only shows in messages).
-
-        ``keep``: the caller will feed this span's trace and then call :meth:`forget_precheck`. The
-        checked call is kept until then (at most ``max_prechecked`` calls), so the assembled pass
-        takes its decoded content, and what the rules computed from that content alone
-        (``ToolCall.memo``), instead of doing that work again; where the span's record differs
-        (another text, arguments bound to a parameter) it is done again, so no verdict depends on
-        whether a call was kept.
-        """
-        plan = self.plans.precheck()
-        if not plan.slots:
-            return []
-        if role is None:
-            role = self.mapper.role(name, attributes)
-        if role != ROLE_TOOL:
-            return []
-        tool, call_id = self.mapper.tool_start(name, attributes)  # as the assembled start reads them
-        if tool is None:
-            return []
-        tp = plan.tool_plan(tool)
-        targets = tp.targets
-        if not targets:
-            return []
-        call = ToolCall(tool, span_id, trace_id, parent_id, start_ns, index, None, call_id)
-        if keep and self.prechecked_calls < self.max_prechecked:
-            call.memo = {}
-        fresh = RuleStates(plan)  # throwaway: nothing of the engine changes
-        give_call(fresh, tp.start, call, _first_failure)
-        self._finish_call(tp, call, attributes, end_ns, status_code, events)
-        give_call(fresh, tp.end, call, _first_failure)
-        if call.memo is not None:
-            kept = self.prechecked.get(trace_id)
-            if kept is None:
-                kept = self.prechecked[trace_id] = {}
-            if span_id not in kept:
-                self.prechecked_calls += 1
-            kept[span_id] = call
-        if not fresh.failed:
-            return []
-        out: List[Violation] = []
-        for i, f in sorted(fresh.failed.items()):
-            slot = plan.slots[i]
-            a = slot.assertion
-            out.append(Violation(
-                test_id=slot.test.id, assertion_type=a.type_name, assertion_index=a.index, assertion_name=a.name,
-                severity=slot.severity, shadow=slot.shadow, message=f.message, span_id=f.span_id or span_id,
-                trace_id=trace_id, episode_key=trace_id, tool=f.tool, call_index=f.call_index, agent=agent,
-            ))
-        return out
-
-
-    def forget_precheck(self, trace_id: str) -> None:
-        """Drop the calls :meth:`precheck` kept for ``trace_id`` (its trace was fed, or given up)."""
-        kept = self.prechecked.pop(trace_id, None)
-        if kept:
-            self.prechecked_calls -= len(kept)
 
     def _late_call(self, ep: Episode, trace_id: str, span_id: str, parent_id: Optional[str], name: str,
                    attributes: Mapping[str, Any], start_ns: int, end_ns: int, status_code: int,

@@ -29,7 +29,6 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ..config.model import Config, require_runnable
 from ..mapping import ROLE_AGENT, ROLE_OTHER, ROLE_STEP, ROLE_TOOL, Mapper
 from ..mapping.usage import has_usage, step_usage
-from .calls import CallsAndSteps
 from .episode import (
     INCOMPLETE_ROOT_NOT_SEEN,
     MAX_TOOL_DEFINITIONS,
@@ -50,12 +49,13 @@ from .episode import (
 from .lifecycle import FAR_FUTURE, EpisodeLifecycle
 from .model import CloseReason, ToolCall
 from .plan import Plans
+from .precheck import EarlyCheck
 from .results import EpisodeResult, Violation
 
 _clock = time.perf_counter
 
 
-class Engine(CallsAndSteps, EpisodeLifecycle):
+class Engine(EarlyCheck, EpisodeLifecycle):
     """Episodes, bounds and verdicts for one rules file (see the module docstring)."""
 
     def __init__(self, config: Config, sink: Optional[Sink] = None, mapper: Optional[Mapper] = None) -> None:
@@ -95,7 +95,7 @@ class Engine(CallsAndSteps, EpisodeLifecycle):
         self._pending_seq = 0
         self.tool_names: Dict[str, str] = {}  # see CallsAndSteps._start_call
         # Serve's early checks kept for the assembled pass: trace id -> span id -> the checked call
-        # (see CallsAndSteps.precheck, keep=True); at most max_prechecked calls, each dropped when
+        # (see EarlyCheck.precheck, keep=True); at most max_prechecked calls, each dropped when
         # its trace is fed (forget_precheck).
         self.prechecked: Dict[str, Dict[str, ToolCall]] = {}
         self.prechecked_calls = 0
