@@ -11,7 +11,7 @@ from typing import Any, Dict, FrozenSet, Optional, Pattern
 
 from ..core.model import EpisodeView, Failure, Outcome, ToolCall
 from .base import Assertion, BuildContext, Field
-from .call_checks import call_ref, unfinished
+from .call_checks import call_ref, settled
 from .registry import register
 
 _MAX_NAMES_KNOWN = 4096  # tool names whose verdict one rule remembers
@@ -108,10 +108,7 @@ class OnlyToolsAssertion(Assertion):
     def on_close(self, state: OnlyToolsState, episode: EpisodeView) -> Outcome:
         if state.first_failure is not None:
             return Outcome.failed(f"an unlisted tool was called: first {state.first_failure}")
-        seen = f"{state.calls} call(s), all of allowed tools {self._what()}"
-        if not episode.decidable:
-            return Outcome.inconclusive(f"{seen} so far, but {unfinished(episode)}")
-        return Outcome.passed(seen)
+        return settled(f"{state.calls} call(s), all of allowed tools {self._what()}", episode)
 
 
 __all__ = ["OnlyToolsAssertion"]

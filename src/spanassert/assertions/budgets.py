@@ -19,7 +19,7 @@ from typing import Any, Dict, Optional, Tuple
 from ..core.durations import format_seconds, parse_duration
 from ..core.model import EpisodeView, Failure, ModelStep, Outcome, ToolCall
 from .base import NEED_STEPS, Assertion, BuildContext, Field
-from .call_checks import DURATION_SCHEMA, unfinished
+from .call_checks import DURATION_SCHEMA, settled, within_bound
 from .registry import register
 from .steps import unreachable
 
@@ -100,11 +100,9 @@ class _StepBudget(Assertion):
         if state.unknown:
             return Outcome.inconclusive(
                 f"{seen}, but {state.unknown} step(s) could not be counted (first: {state.unknown_note})")
-        if not episode.decidable:
-            return Outcome.inconclusive(f"{seen} so far, but {unfinished(episode)}")
-        if not state.steps:
+        if not state.steps and episode.decidable:
             return Outcome.not_applicable("no model step recorded its end in this episode")
-        return Outcome.passed(seen)
+        return settled(seen, episode)
 
 
 @register
@@ -245,11 +243,7 @@ class MaxDurationAssertion(Assertion):
         if episode.start_ns is not None and episode.end_ns is not None:
             took = (episode.end_ns - episode.start_ns) / 1e9
         seen = f"{format_seconds(took)} of span time; max {format_seconds(self.max_s)}"
-        if state.over or took > self.max_s:
-            return Outcome.failed(seen)
-        if not episode.decidable:
-            return Outcome.inconclusive(f"{seen} so far, but {unfinished(episode)}")
-        return Outcome.passed(seen)
+        return within_bound(state.over or took > self.max_s, seen, episode)
 
 
 __all__ = ["MaxTokensAssertion", "MaxCostAssertion", "MaxDurationAssertion", "TOKEN_KINDS"]

@@ -52,6 +52,20 @@ def unfinished(episode: EpisodeView) -> str:
     return f"the episode closed before it finished ({reason})"
 
 
+def settled(seen: str, episode: EpisodeView, so_far: Optional[str] = None) -> Outcome:
+    """A safety rule that did not fail, at close: ``passed`` with what it saw, or ``inconclusive``
+    ("... so far, but ...", with ``so_far`` in place of ``seen`` when given) when the episode's
+    verdict cannot be final."""
+    if not episode.decidable:
+        return Outcome.inconclusive(f"{so_far or seen} so far, but {unfinished(episode)}")
+    return Outcome.passed(seen)
+
+
+def within_bound(over: bool, seen: str, episode: EpisodeView) -> Outcome:
+    """A bound (steps, calls, span time) at close: ``failed`` when it went over, else :func:`settled`."""
+    return Outcome.failed(seen) if over else settled(seen, episode)
+
+
 DURATION_SCHEMA: Dict[str, Any] = {
     "oneOf": [
         {"type": "number", "minimum": 0},
@@ -341,4 +355,6 @@ __all__ = [
     "call_errored",
     "DURATION_SCHEMA",
     "unfinished",
+    "settled",
+    "within_bound",
 ]

@@ -21,7 +21,7 @@ from typing import Any, Deque, Dict, List, Optional, Tuple, Union
 
 from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, Assertion, BuildContext, Field
-from .call_checks import call_ref, calls_of, fail_first, unfinished
+from .call_checks import call_ref, calls_of, fail_first, settled
 from .registry import register
 from .selectors import tool_fields, tool_selector
 from .steps import UNREACHABLE_BOUND, unreachable
@@ -253,10 +253,7 @@ class NoRepeatAssertion(Assertion):
             )
         if state.open:
             return Outcome.inconclusive(f"{state.open} of the {subject} had not ended when the episode closed")
-        seen = f"no call repeated more than {self.max} time(s) in {state.checked} {subject}"
-        if not episode.decidable:
-            return Outcome.inconclusive(f"{seen} so far, but {unfinished(episode)}")
-        return Outcome.passed(seen)
+        return settled(f"no call repeated more than {self.max} time(s) in {state.checked} {subject}", episode)
 
 
 __all__ = ["NoRepeatAssertion", "MAX_DISTINCT_CALLS"]

@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from ..core.model import CONTENT_OK, CONTENT_UNPARSABLE, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, NEED_FINAL_OUTPUT, NEED_RESULT, Assertion, BuildContext, Field
-from .call_checks import call_ref, unfinished
+from .call_checks import call_ref, settled
 from .detectors import DETECTOR_NAMES, Scanner, expand, scan, scanner
 from .registry import register
 from .selectors import MAX_MATCH_CHARS, warn_tool_name
@@ -321,11 +321,10 @@ class NoSensitiveDataAssertion(Assertion):
             )
         if state.open:
             return Outcome.inconclusive(f"{state.open} call(s) had not ended when the episode closed")
-        if not episode.decidable:
-            return Outcome.inconclusive(f"nothing found in {state.scanned} value(s) so far, but {unfinished(episode)}")
-        if not state.scanned:
+        if not state.scanned and episode.decidable:
             return Outcome.not_applicable("nothing was recorded to scan in this episode")
-        return Outcome.passed(f"no {', '.join(self.names)} found in {state.scanned} value(s)")
+        return settled(f"no {', '.join(self.names)} found in {state.scanned} value(s)", episode,
+                       so_far=f"nothing found in {state.scanned} value(s)")
 
 
 __all__ = ["NoSensitiveDataAssertion", "find_in_keys", "find_in_value", "leaf_text"]

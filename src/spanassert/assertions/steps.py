@@ -9,7 +9,7 @@ from typing import Any, Dict, Optional
 
 from ..core.model import EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_STEPS, Assertion, BuildContext, Field
-from .call_checks import call_ref, calls_of, unfinished
+from .call_checks import call_ref, calls_of, within_bound
 from .registry import register
 from .selectors import tool_fields, tool_selector
 
@@ -72,12 +72,7 @@ class MaxStepsAssertion(Assertion):
 
     def on_close(self, state: CountState, episode: EpisodeView) -> Outcome:
         steps = max(state.count, episode.step_count)
-        seen = f"{steps} step(s); max {self.max}"
-        if state.over or steps > self.max:
-            return Outcome.failed(seen)
-        if not episode.decidable:
-            return Outcome.inconclusive(f"{seen} so far, but {unfinished(episode)}")
-        return Outcome.passed(seen)
+        return within_bound(state.over or steps > self.max, f"{steps} step(s); max {self.max}", episode)
 
 
 @register
@@ -127,12 +122,7 @@ class MaxToolCallsAssertion(Assertion):
                 f"max {self.max}")
 
     def on_close(self, state: CountState, episode: EpisodeView) -> Outcome:
-        seen = f"{state.count} {calls_of(self.tool)}; max {self.max}"
-        if state.over:
-            return Outcome.failed(seen)
-        if not episode.decidable:
-            return Outcome.inconclusive(f"{seen} so far, but {unfinished(episode)}")
-        return Outcome.passed(seen)
+        return within_bound(state.over, f"{state.count} {calls_of(self.tool)}; max {self.max}", episode)
 
 
 __all__ = ["MaxStepsAssertion", "MaxToolCallsAssertion", "UNREACHABLE_BOUND", "unreachable"]

@@ -11,7 +11,7 @@ from typing import Any, Dict, Optional
 
 from ..core.model import CONTENT_MISSING, EpisodeView, Failure, Outcome, ToolCall
 from .base import EVIDENCE_ARGUMENTS, NEED_ARGUMENTS, Assertion, BuildContext, Field
-from .call_checks import call_ref, fail_first, unfinished
+from .call_checks import call_ref, fail_first, settled, unfinished
 from .registry import register
 from .selectors import ARGS_MATCH_SCHEMA, ArgsMatch, CallSelector, tool_fields, tool_selector
 
@@ -207,9 +207,7 @@ class MustNotCallToolAssertion(Assertion):
             )
         if state.open:
             return Outcome.inconclusive(f"{state.open} call(s) of `{self.tool}` had not ended when the episode closed")
-        if not episode.decidable:
-            return Outcome.inconclusive(f"`{what}` not called so far, but {unfinished(episode)}")
-        return Outcome.passed(f"`{what}` not called")
+        return settled(f"`{what}` not called", episode)
 
 
 __all__ = ["MustCallToolAssertion", "MustNotCallToolAssertion"]

@@ -348,6 +348,13 @@ class CallsAndSteps(Verdicts):
         return unreadable
 
 
+    def _report(self, ep: Episode, slot: Slot, failure: Failure, span_id: str, late: bool,
+                out: Optional[List[Violation]]) -> None:
+        """A rule failed at a step or at a span's time: to the sink, and (a late span's) to ``out``."""
+        v = self._fail(ep, slot, failure, span_id, late)
+        if out is not None and v is not None:
+            out.append(v)
+
     def _step(self, ep: Episode, span_id: str, late: bool = False, out: Optional[List[Violation]] = None) -> None:
         ep.step_count += 1
         if ep.plan.step_slots:
@@ -360,9 +367,7 @@ class CallsAndSteps(Verdicts):
             slot = plan.slots[i]
             f = slot.assertion.on_step(ep.state(slot), ep)
             if f is not None:
-                v = self._fail(ep, slot, f, span_id, late)
-                if out is not None and v is not None:
-                    out.append(v)
+                self._report(ep, slot, f, span_id, late, out)
 
     def _step_end(self, ep: Episode, span_id: str, attributes: Mapping[str, Any], late: bool = False,
                   out: Optional[List[Violation]] = None) -> None:
@@ -376,9 +381,7 @@ class CallsAndSteps(Verdicts):
             slot = plan.slots[i]
             f = slot.assertion.on_step_end(ep.state(slot), step)
             if f is not None:
-                v = self._fail(ep, slot, f, span_id, late)
-                if out is not None and v is not None:
-                    out.append(v)
+                self._report(ep, slot, f, span_id, late, out)
 
     def _time(self, ep: Episode, ns: int, span_id: str, judge: bool = True, late: bool = False,
               out: Optional[List[Violation]] = None) -> None:
@@ -403,9 +406,7 @@ class CallsAndSteps(Verdicts):
                 st = states[i] = slot.assertion.new_state()
             f = slot.assertion.on_time(st, ns, view)
             if f is not None:
-                v = self._fail(ep, slot, f, span_id, late)
-                if out is not None and v is not None:
-                    out.append(v)
+                self._report(ep, slot, f, span_id, late, out)
 
     def _unreadable(self, ep: Optional[Episode], reason: str, tool: Optional[str]) -> None:
         if ep is not None:
