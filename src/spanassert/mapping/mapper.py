@@ -314,38 +314,32 @@ class Mapper:
     @staticmethod
     def _strands_arguments(events: Iterable[Any]) -> Any:
         # Strands records a tool's input as a span event, in its legacy or its latest form.
-        for event in events:
-            attributes = getattr(event, "attributes", None)
-            if not attributes:
-                continue
-            event_name = getattr(event, "name", None)
-            if event_name == EV_TOOL_MESSAGE:
-                value = attributes.get("content")
-                if value is not None:
-                    return content.plain(value)
-            elif event_name == EV_DETAILS:
-                messages = attributes.get(GENAI_INPUT_MESSAGES)
-                if messages is not None:
-                    value = content.message_part_field(messages, "tool_call", "arguments")
-                    if value is not None:
-                        return content.plain(value)
-        return None
+        return Mapper._strands_content(events, EV_TOOL_MESSAGE, "content", GENAI_INPUT_MESSAGES,
+                                       "tool_call", "arguments")
 
     @staticmethod
     def _strands_result(events: Iterable[Any]) -> Any:
+        return Mapper._strands_content(events, EV_CHOICE, "message", GENAI_OUTPUT_MESSAGES,
+                                       "tool_call_response", "response")
+
+    @staticmethod
+    def _strands_content(events: Iterable[Any], legacy_event: str, legacy_key: str, messages_key: str,
+                         part: str, field: str) -> Any:
+        """A tool's input or output from Strands' span events: the legacy event's attribute, or the
+        field of a message part in the latest form's details event."""
         for event in events:
             attributes = getattr(event, "attributes", None)
             if not attributes:
                 continue
             event_name = getattr(event, "name", None)
-            if event_name == EV_CHOICE:
-                value = attributes.get("message")
+            if event_name == legacy_event:
+                value = attributes.get(legacy_key)
                 if value is not None:
                     return content.plain(value)
             elif event_name == EV_DETAILS:
-                messages = attributes.get(GENAI_OUTPUT_MESSAGES)
+                messages = attributes.get(messages_key)
                 if messages is not None:
-                    value = content.message_part_field(messages, "tool_call_response", "response")
+                    value = content.message_part_field(messages, part, field)
                     if value is not None:
                         return content.plain(value)
         return None
