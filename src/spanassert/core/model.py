@@ -37,16 +37,20 @@ __all__ = [
 ]
 
 
-class Verdict(str, enum.Enum):
+class _TextEnum(str, enum.Enum):
+    """An enum of texts that prints as its text (as `enum.StrEnum` does from Python 3.11)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class Verdict(_TextEnum):
     """The four ends of an assertion. Only ``PASSED`` is a pass."""
 
     PASSED = "passed"
     FAILED = "failed"
     INCONCLUSIVE = "inconclusive"
     NOT_APPLICABLE = "not_applicable"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 # Worst first: a test's verdict is the worst verdict of its assertions.
@@ -64,17 +68,14 @@ def worst(verdicts: List[Verdict]) -> Verdict:
     return max(verdicts, key=VERDICT_RANK.__getitem__)
 
 
-class Severity(str, enum.Enum):
+class Severity(_TextEnum):
     CRITICAL = "critical"
     ERROR = "error"
     WARNING = "warning"
     INFO = "info"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class CloseReason(str, enum.Enum):
+class CloseReason(_TextEnum):
     """Why an episode closed. Only ROOT_ENDED (trace episodes) and IDLE (attribute-keyed episodes)
     let liveness rules be decided; the others make them inconclusive."""
 
@@ -89,9 +90,6 @@ class CloseReason(str, enum.Enum):
     # Replay and serve: the trace's root (its outermost agent span, or a span with no parent) was
     # not in the input, so the episode closed when its trace's spans had all been read.
     ROOT_NOT_SEEN = "root_not_seen"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 class Failure:
