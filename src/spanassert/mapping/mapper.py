@@ -150,8 +150,9 @@ class Mapper:
 
     def __init__(self, rules: Sequence[MappingRule] = ()) -> None:
         self._rules: Tuple[CompiledRule, ...] = compile_rules(rules)
-        self._argument_rules = tuple(r for r in self._rules if r.arguments)
-        self._result_rules = tuple(r for r in self._rules if r.result)
+        # (rule, the attribute it names) for the rules that say where arguments / results are
+        self._argument_rules = tuple((r, r.arguments) for r in self._rules if r.arguments)
+        self._result_rules = tuple((r, r.result) for r in self._rules if r.result)
         self._call_id_rules = tuple(r for r in self._rules if r.call_id)
 
     # -- recognition --------------------------------------------------------------------------
@@ -286,13 +287,7 @@ class Mapper:
             value = get(GENAI_ARGUMENTS)
             if type(value) is str and _LANGCHAIN_INPUT not in value:
                 return value  # what unwrap_arguments returns for a text that holds no wrapper
-        for rule in self._argument_rules:
-            if rule.matches_attributes(get):
-                value = get(rule.arguments)  # type: ignore[arg-type]  # set for this rule (checked at load)
-                if value is not None:
-                    return content.plain(value)
-        value = _first_recorded(get, ARGUMENT_SOURCES)
-        return self._strands_arguments(events) if value is _NOT_RECORDED else value
+        return self._recorded(get, events, self._argument_rules, ARGUMENT_SOURCES, self._strands_arguments)
 
     def result_raw(self, attributes: Mapping[str, Any], events: Iterable[Any] = ()) -> Any:
         """The call's result as recorded, wrappers removed; None when not recorded."""
@@ -303,13 +298,21 @@ class Mapper:
             value = get(GENAI_RESULT)
             if type(value) is str and _LANGCHAIN_OUTPUT not in value:
                 return value  # what unwrap_result returns for a text that holds no wrapper
-        for rule in self._result_rules:
+        return self._recorded(get, events, self._result_rules, RESULT_SOURCES, self._strands_result)
+
+    @staticmethod
+    def _recorded(get: Getter, events: Iterable[Any], rules: Tuple[Tuple[Any, str], ...],
+                  sources: Tuple[Tuple[str, Callable[[Any], Any]], ...],
+                  from_events: Callable[[Iterable[Any]], Any]) -> Any:
+        """A call's arguments or result as recorded: where a user's rule whose attributes match
+        says, else the first of the conventions' ``sources`` recorded, else Strands' span events."""
+        for rule, key in rules:
             if rule.matches_attributes(get):
-                value = get(rule.result)  # type: ignore[arg-type]  # set for this rule (checked at load)
+                value = get(key)
                 if value is not None:
                     return content.plain(value)
-        value = _first_recorded(get, RESULT_SOURCES)
-        return self._strands_result(events) if value is _NOT_RECORDED else value
+        value = _first_recorded(get, sources)
+        return from_events(events) if value is _NOT_RECORDED else value
 
     @staticmethod
     def _strands_arguments(events: Iterable[Any]) -> Any:
