@@ -146,46 +146,56 @@ class Walk:
         self.cut = False
 
     def leaves(self, value: Any, select: Tuple[str, ...] = ()) -> Iterator[Tuple[List[Any], Any]]:
-        return self._walk(value, select, False)
-
-    def objects(self, value: Any, select: Tuple[str, ...] = ()) -> Iterator[Tuple[List[Any], Dict[Any, Any]]]:
-        """The non-empty objects at or below the selection, each before anything below it (so a
-        caller that checks an object's keys has checked every key of a path it later shows)."""
-        return self._walk(value, select, True)
-
-    def _walk(self, value: Any, select: Tuple[str, ...], objects: bool) -> Iterator[Tuple[List[Any], Any]]:
-        """Leaves, or (``objects``) non-empty objects, depth first in document order; at most
-        MAX_LEAVES of them (objects: of their keys), MAX_DEPTH below the selection."""
+        # A loop of its own, not objects()'s with a flag: it is on the rules' hot path.
         count = 0
         stack = _selected(value, select) if select else [([], value, 0)]
         limit = MAX_DEPTH + len(select)
         while stack:
             path, node, depth = stack.pop()
-            is_dict = isinstance(node, dict)
-            if is_dict or isinstance(node, list):
+            if isinstance(node, dict):
                 if depth >= limit:
                     self.cut = True
                     continue
-                if is_dict:
-                    if objects and node:
-                        count += len(node)
-                        if count > MAX_LEAVES:
-                            self.cut = True
-                            return
-                        yield path, node
-                    items: Iterable[Tuple[Any, Any]] = reversed(list(node.items()))
-                else:
-                    items = ((i, node[i]) for i in range(len(node) - 1, -1, -1))
-                stack.extend(([*path, k], v, depth + 1) for k, v in items
-                             if not objects or isinstance(v, (dict, list)))
+                for k, v in reversed(list(node.items())):
+                    stack.append(([*path, k], v, depth + 1))
                 continue
-            if objects:
-                continue  # a bare value at the top: no object
+            if isinstance(node, list):
+                if depth >= limit:
+                    self.cut = True
+                    continue
+                stack.extend(([*path, i], node[i], depth + 1) for i in range(len(node) - 1, -1, -1))
+                continue
             count += 1
             if count > MAX_LEAVES:
                 self.cut = True
                 return
             yield path, node
+
+    def objects(self, value: Any, select: Tuple[str, ...] = ()) -> Iterator[Tuple[List[Any], Dict[Any, Any]]]:
+        """The non-empty objects at or below the selection, each before anything below it (so a
+        caller that checks an object's keys has checked every key of a path it later shows); at
+        most MAX_LEAVES keys in all."""
+        keys = 0
+        stack = _selected(value, select) if select else [([], value, 0)]
+        limit = MAX_DEPTH + len(select)
+        while stack:
+            path, node, depth = stack.pop()
+            if isinstance(node, dict):
+                below: Iterable[Tuple[Any, Any]] = reversed(list(node.items()))
+                if node:
+                    keys += len(node)
+                    if depth >= limit or keys > MAX_LEAVES:
+                        self.cut = True
+                        return
+                    yield path, node
+            elif isinstance(node, list):
+                if depth >= limit:
+                    self.cut = True
+                    return
+                below = zip(range(len(node) - 1, -1, -1), reversed(node))
+            else:
+                continue
+            stack.extend(([*path, k], v, depth + 1) for k, v in below if isinstance(v, (dict, list)))
 
 
 __all__ = [
