@@ -50,6 +50,8 @@ class OnlyToolsAssertion(Assertion):
         ),
     }
 
+    untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
+
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
         self.allowed: FrozenSet[str] = frozenset(values.get("tools") or ())

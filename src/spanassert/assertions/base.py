@@ -275,10 +275,18 @@ class Assertion:
     # record and the docs only: the live processor evaluates every call's start before the tool
     # runs, in both modes, so nothing plans on it.
     reports_at_start: bool = False
+    # True when ``on_close`` of a fresh state (``new_state()``: no call, step or span time reached
+    # the rule) reads nothing of the episode but ``decidable``, ``incomplete`` and ``close_reason``,
+    # and changes nothing (neither the state nor the episode). The engine then decides such an
+    # untouched rule once per plan and close reason, for episodes with nothing incomplete, and
+    # gives that outcome to every such episode (a rule most episodes never reach costs its close
+    # once). Per instance where the rule's values decide it (trace_no_sensitive_data: not when it
+    # scans the final output).
+    untouched_close_shared: bool = False
 
     CAPABILITIES: ClassVar[Tuple[str, ...]] = (
         "decides_on_close", "order_free", "pass_survives_unseen_calls",
-        "tools", "tool_pattern", "needs", "wants_steps", "reports_at_start",
+        "tools", "tool_pattern", "needs", "wants_steps", "reports_at_start", "untouched_close_shared",
     )
 
     # -- identity, set by __init__ ----------------------------------------------------------------

@@ -56,6 +56,8 @@ class _StepBudget(Assertion):
 
     unit = ""
 
+    untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
+
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
         self.tools = frozenset()  # no call reaches it; model steps do

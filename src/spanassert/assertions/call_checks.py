@@ -161,6 +161,8 @@ class EveryCallAssertion(Assertion):
     tool: Optional[str] = None  # the tool whose calls are judged (None: every call)
     what = ""  # the property every judged call must have, for the close message
 
+    untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
+
     def new_state(self) -> EveryCallState:
         return EveryCallState()
 

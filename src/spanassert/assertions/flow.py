@@ -87,6 +87,8 @@ class NoFlowAssertion(Assertion):
                             doc="Shortest value followed, in characters (numbers by their decimal text). Default 8."),
     }
 
+    untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
+
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
         src = values.get("from") or {}

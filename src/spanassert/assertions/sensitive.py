@@ -212,6 +212,7 @@ class NoSensitiveDataAssertion(Assertion):
             needs.add(NEED_FINAL_OUTPUT)
         self.needs = frozenset(needs)
         self.order_free = not self.scan_output  # a finding at a call depends on that call alone
+        self.untouched_close_shared = not self.scan_output  # the final output is read at close
         # A scan's result depends on the text and the detectors only: kept per (scanner, part).
         self._memo_keys = {"arguments": (self.scanner, "arguments"), "result": (self.scanner, "result")}
 

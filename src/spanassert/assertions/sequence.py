@@ -219,6 +219,8 @@ class _OrderAssertion(Assertion):
     decides_on_close = True
     matcher: _Matcher
 
+    untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
+
     def _use(self, matcher: _Matcher, ctx: BuildContext, field: str) -> None:
         self.matcher = matcher
         self.pass_survives_unseen_calls = matcher.survives_unseen_calls

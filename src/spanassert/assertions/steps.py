@@ -90,6 +90,8 @@ class MaxToolCallsAssertion(Assertion):
         **tool_fields("Count only calls of this tool (exact name).", required=False),
     }
 
+    untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
+
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
         self.max: int = values.get("max", UNREACHABLE_BOUND)

@@ -54,6 +54,8 @@ class MustCallToolAssertion(Assertion):
         "args_match": Field(ARGS_MATCH_SCHEMA, doc="Count only calls whose arguments match " + _ARGS_MATCH_RULE),
     }
 
+    untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
+
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
         self.min_calls: int = values.get("min_calls", 1)
@@ -142,6 +144,8 @@ class MustNotCallToolAssertion(Assertion):
         **tool_fields("Exact name of the forbidden tool.", required=True, empty_is_ineffective=True),
         "args_match": Field(ARGS_MATCH_SCHEMA, doc="Forbid only calls whose arguments match " + _ARGS_MATCH_RULE),
     }
+
+    untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
 
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)

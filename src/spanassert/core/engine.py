@@ -93,6 +93,7 @@ class Engine(EarlyCheck, EpisodeLifecycle):
         self._capture: Optional[List[Violation]] = None  # see decide_pending
         self._dry = False  # deciding outside any trace: report nothing (decide_pending(dry=True))
         self._pending_seq = 0
+        self._untouched: Dict[Tuple[Any, Optional[CloseReason]], List[Any]] = {}  # see Verdicts._results
         self.tool_names: Dict[str, str] = {}  # see CallsAndSteps._start_call
         # Serve's early checks kept for the assembled pass: trace id -> span id -> the checked call
         # (see EarlyCheck.precheck, keep=True); at most max_prechecked calls, each dropped when

@@ -11,8 +11,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..assertions.base import NEED_RESULT
 from .episode import INCOMPLETE_ROOT_NOT_SEEN, NO_STATE, OUT_OF_ORDER, Episode, Sink
-from .model import CloseReason, EpisodeView, Failure, ToolCall, Verdict
-from .plan import Slot
+from .model import CloseReason, EpisodeView, Failure, Outcome, ToolCall, Verdict
+from .plan import Plan, Slot
 from .results import AssertionResult, EpisodeResult, Violation, assertion_result
 
 # Enum members read once (reading one off its class costs a descriptor call each time).
@@ -55,6 +55,8 @@ class Verdicts:
     recent: OrderedDict[str, Episode]
     _capture: Optional[List[Violation]]  # violations of a guard's pending call, while it is decided
     _dry: bool  # ... and, outside any trace, not reported (nothing is recorded)
+    # (plan, close reason) -> per slot, the shared outcome of an untouched rule (see _results)
+    _untouched: Dict[Tuple[Plan, Optional[CloseReason]], List[Optional[Outcome]]]
 
     def _mark_incomplete(self, ep: Episode, incomplete: Sequence[str], root_seen: bool) -> None:
         view = ep
@@ -150,14 +152,23 @@ class Verdicts:
         unseen = reason is _INTERNAL_ERROR or (not plain and bool(
             view.incomplete or view.late_calls or view.unreadable_calls or in_flight or view.results_truncated
             or view.calls_dropped))
+        # The outcomes of the rules no call, step or span time reached (their state never made),
+        # decided once per plan and close reason (see Assertion.untouched_close_shared). Only
+        # when nothing is incomplete: then these rules read nothing else of the episode.
+        cut = not plain and bool(view.incomplete)
+        shared = None if cut else self._untouched.get((plan, reason))
+        if shared is None and not cut:
+            shared = self._untouched[(plan, reason)] = self._untouched_outcomes(plan, view)
         for slot in plan.slots:
-            a = slot.assertion
             i = slot.index
             st = states[i]
-            if st is NO_STATE:
-                st = states[i] = a.new_state()
             first = failed.get(i) if failed else None
-            outcome = a.on_close(st, view)
+            outcome = shared[i] if st is NO_STATE and shared is not None else None
+            if outcome is None:
+                a = slot.assertion
+                if st is NO_STATE:
+                    st = states[i] = a.new_state()
+                outcome = a.on_close(st, view)
             if first is not None:
                 verdict, message, sid = _FAILED, first.message, first.span_id
             else:
@@ -182,6 +193,16 @@ class Verdicts:
                 append(assertion_result(t.id, a.type_name, a.index, a.name, _NOT_APPLICABLE,
                                         "`match` did not select this episode", None, severity, t.shadow))
         return results
+
+    @staticmethod
+    def _untouched_outcomes(plan: Plan, view: EpisodeView) -> List[Optional[Outcome]]:
+        """Per slot of ``plan``: the outcome of a rule that declares ``untouched_close_shared``
+        on a fresh state in an episode closed as ``view`` is (nothing incomplete), else None."""
+        out: List[Optional[Outcome]] = []
+        for slot in plan.slots:
+            a = slot.assertion
+            out.append(a.on_close(a.new_state(), view) if a.untouched_close_shared else None)
+        return out
 
     @staticmethod
     def _downgrade(slot: Slot, view: EpisodeView, in_flight: List[ToolCall], message: str) -> Tuple[Verdict, str]:

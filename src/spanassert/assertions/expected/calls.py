@@ -298,6 +298,8 @@ class ToolBlocklistExpected(Assertion):
                          doc="Tool names that must not be called."),
     }
 
+    untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
+
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
         blocked = list(values.get("blocked") or [])
