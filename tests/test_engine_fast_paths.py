@@ -52,3 +52,67 @@ def test_the_mappers_one_pass_reads_give_what_the_general_reads_give(name: str, 
     result = attributes.get("gen_ai.tool.call.result")
     if result is not None:
         assert m.result_raw(attributes) == content.unwrap_result(result)
+
+
+# -- span time: rules are not asked while within their quiet bound ----------------------------------
+from typing import List, Tuple  # noqa: E402
+
+from spanassert.config import load_config  # noqa: E402
+from spanassert.core.engine import Engine, Sink  # noqa: E402
+
+
+class _Collect(Sink):
+    def __init__(self) -> None:
+        self.seen: List[Any] = []
+
+    def violation(self, violation: Any) -> None:
+        self.seen.append(("violation", violation.test_id, violation.span_id, violation.message))
+
+    def episode_closed(self, result: Any) -> None:
+        self.seen.append(("closed", [(r.test_id, r.verdict.value, r.message, r.span_id) for r in result.results]))
+
+
+def _run_timed(config: Any, spans: List[Tuple[int, int]], quiet_off: bool) -> List[Any]:
+    sink = _Collect()
+    engine = Engine(config, sink)
+    if quiet_off:
+        engine.plans.full.time_quiet_ns = None
+    tid, root = "a" * 32, "b" * 16
+    attrs = {"gen_ai.operation.name": "invoke_agent"}
+    engine.start_span(tid, root, None, "invoke_agent x", attrs, 1_000)
+    last = 1_000
+    for i, (start, length) in enumerate(spans):
+        sid = f"{i + 1:016x}"
+        a = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": f"t{i % 3}"}
+        engine.start_span(tid, sid, root, "execute_tool", a, start)
+        engine.end_span(tid, sid, root, "execute_tool", a, start, start + length)
+        last = max(last, start + length)
+    engine.end_span(tid, root, None, "invoke_agent x", attrs, 1_000, last, is_local_root=True)
+    return sink.seen
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bounds=st.lists(st.sampled_from(["1us", "50us", "1ms", "2ms", 0.0005, "1h"]), min_size=1, max_size=3),
+       spans=st.lists(st.tuples(st.integers(0, 3_000_000), st.integers(0, 2_000_000)), max_size=8))
+def test_span_ends_within_the_time_rules_quiet_bound_decide_what_asking_them_decides(
+        bounds: List[Any], spans: List[Tuple[int, int]]) -> None:
+    """The engine skips on_time while the span time is within every time rule's declared quiet
+    bound (Assertion.time_quiet_ns): the violations (where and what) and the results are those of
+    asking every rule at every span end."""
+    lines = ["version: 1", "tests:"]
+    for i, b in enumerate(bounds):
+        lines += [f"  - id: d{i}", "    assertions:", f"      - {{type: trace_max_duration, max: {b!r}}}"]
+    config = load_config("\n".join(lines) + "\n")
+    assert config.tests and Engine(config).plans.full.time_quiet_ns is not None
+    assert _run_timed(config, spans, False) == _run_timed(config, spans, True)
+
+
+def test_the_quiet_bound_is_the_smallest_and_none_when_a_time_rule_declares_none() -> None:
+    from spanassert.assertions.budgets import MaxDurationAssertion
+    config = load_config("version: 1\ntests:\n  - id: a\n    assertions: [{type: trace_max_duration, max: 2s}]\n"
+                         "  - id: b\n    assertions: [{type: trace_max_duration, max: 90ms}]\n")
+    assert Engine(config).plans.full.time_quiet_ns == 90e6
+    a = config.tests[0].trace_assertions[0]
+    assert isinstance(a, MaxDurationAssertion)
+    a.time_quiet_ns = None  # a time rule that declares no bound: every span end asks every rule
+    assert Engine(config).plans.full.time_quiet_ns is None

@@ -101,3 +101,34 @@ def test_the_fast_parser_comes_after_enough_texts(monkeypatch: pytest.MonkeyPatc
     assert toolcall._fast_loads is None
     assert decode_content('{"a": 1}') == ({"a": 1}, CONTENT_OK)
     assert toolcall._fast_loads is not None
+
+
+def _call_reads(raw: Any, params: Any) -> Tuple[Any, ...]:
+    call = toolcall.ToolCall("t", arguments_raw=raw)
+    call.params = params
+    return (call.arguments_state, json.dumps(call.arguments, sort_keys=True, default=repr), type(call.arguments),
+            call.arguments_bound, call.arguments_named, call.arguments_problem)
+
+
+_OBJECT_EDGES = ['{"a": 1}', '{"a": 1}\n', '{"a": 1} \t\r\n', '{"a": 1}\u00a0', '{"a": 1}\u2028', '{"a": 1}x',
+                 '{"a": 1', '{"a": NaN}', '{"a": "\\ud800"}', '{"a": 1e999}', '{"a":1,"a":2}', "{}", "{ }",
+                 '{"a": [1, {"b": null}]}', "{'a': 1}", '{"a": 1}}', "{", '{"a": 12345678901234567890123}']
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(value=_json, tail=st.sampled_from(["", " ", "\n", "\u00a0", "}", "x"]),
+       params=st.sampled_from([None, ("q",), ()]))
+def test_a_calls_arguments_read_the_same_with_either_parser(monkeypatch: pytest.MonkeyPatch, value: Any, tail: str,
+                                                            params: Any) -> None:
+    """ToolCall reads an object text with msgspec directly (no strip, no tuple); what it then
+    holds is what the general path (decode_content, json.loads alone) gives, bound or not."""
+    import msgspec.json
+
+    texts = [json.dumps(value) + tail, json.dumps({"k": value}) + tail, *_OBJECT_EDGES]
+    for text in texts:
+        monkeypatch.setattr(toolcall, "_fast_loads", None)
+        monkeypatch.setattr(toolcall, "_slow_decodes", -(1 << 40))
+        slow = _call_reads(text, params)
+        monkeypatch.setattr(toolcall, "_fast_loads", msgspec.json.Decoder().decode)
+        assert _call_reads(text, params) == slow, text

@@ -283,10 +283,15 @@ class Assertion:
     # once). Per instance where the rule's values decide it (trace_no_sensitive_data: not when it
     # scans the final output).
     untouched_close_shared: bool = False
+    # For a rule that overrides ``on_time``: a span time (nanoseconds from the episode's earliest
+    # start) up to which ``on_time`` returns None and changes nothing, whatever the state; the
+    # engine then does not call it for span ends within it. None: no such bound (always called).
+    time_quiet_ns: Optional[float] = None
 
     CAPABILITIES: ClassVar[Tuple[str, ...]] = (
         "decides_on_close", "order_free", "pass_survives_unseen_calls",
         "tools", "tool_pattern", "needs", "wants_steps", "reports_at_start", "untouched_close_shared",
+        "time_quiet_ns",
     )
 
     # -- identity, set by __init__ ----------------------------------------------------------------

@@ -220,6 +220,7 @@ class MaxDurationAssertion(Assertion):
         except ValueError as exc:
             ctx.error("E_CFG_DURATION", str(exc), field="max", hint="e.g. `max: 90` or `max: \"5m\"`")
         self.max_ns = self.max_s * 1e9
+        self.time_quiet_ns = self.max_ns  # on_time says nothing while the span time is within max
 
     def ineffective_reason(self) -> Optional[str]:
         if math.isinf(self.max_s):

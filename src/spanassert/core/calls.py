@@ -7,7 +7,7 @@ A mixin of :class:`~spanassert.core.engine.Engine` (the engine's state is set in
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..assertions.base import NEED_ARGUMENTS
 from ..mapping import Mapper
@@ -82,6 +82,7 @@ class CallsAndSteps(Verdicts):
     max_arg_bytes: int
     truncated_results: int
     tool_names: Dict[str, str]
+    tool_called: Optional[Callable[[str], None]]
     prechecked: Dict[str, Dict[str, ToolCall]]
     prechecked_calls: int
     max_prechecked: int
@@ -116,7 +117,9 @@ class CallsAndSteps(Verdicts):
             # rules on the order of calls saw them out of order.
             self._mark_incomplete(ep, [OUT_OF_ORDER], True)
         plan = ep.plan
-        tp = plan.tool_plan(tool)
+        tp = plan.tool_plans.get(tool)
+        if tp is None:
+            tp = plan.tool_plan(tool)
         if not (tp.needs_args and tp.start):
             args_raw = None
         else:
@@ -137,7 +140,8 @@ class CallsAndSteps(Verdicts):
         if self.prechecked:
             _reuse_precheck(self.prechecked, call)
         view.call_count += 1
-        self.sink.tool_called(tool)
+        if self.tool_called is not None:
+            self.tool_called(tool)
         open_calls = ep.open_calls
         if open_calls is None:
             open_calls = ep.open_calls = {}
@@ -398,6 +402,9 @@ class CallsAndSteps(Verdicts):
         if not judge:
             return
         plan = ep.plan
+        quiet = plan.time_quiet_ns
+        if quiet is not None and ns - view.start_ns <= quiet:
+            return  # within every time rule's quiet bound: none would say or change anything
         states = ep.states
         for i in plan.time_slots:
             slot = plan.slots[i]

@@ -62,6 +62,9 @@ class Engine(EarlyCheck, EpisodeLifecycle):
         require_runnable(config)  # a file whose own unit-test forms fail is run by no door
         self.config = config
         self.sink = sink or Sink()
+        # Sink.tool_called as the engine calls it at every call: None when it does nothing.
+        told = self.sink.tool_called
+        self.tool_called = None if getattr(told, "__func__", None) is Sink.tool_called else told
         self.mapper = mapper or Mapper(config.mappings)
         es = config.episodes
         self.by_trace_key = es.by_trace

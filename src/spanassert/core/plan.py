@@ -55,8 +55,8 @@ class Plan:
     that a call touches only the rules that can apply to it."""
 
     __slots__ = ("slots", "by_tool", "any_tool", "step_slots", "step_end_slots", "time_slots", "excluded",
-                 "_tool_plans", "_other_tools", "_pattern_slots",
-                 "reads_args")
+                 "tool_plans", "_other_tools", "_pattern_slots",
+                 "reads_args", "time_quiet_ns")
 
     def __init__(self, slots: List[Slot], excluded: List[TestCase]) -> None:
         self.slots = slots
@@ -94,13 +94,20 @@ class Plan:
         self.step_slots: Tuple[int, ...] = tuple(steps)
         self.step_end_slots: Tuple[int, ...] = tuple(step_ends)
         self.time_slots: Tuple[int, ...] = tuple(times)
-        self._tool_plans: Dict[str, ToolPlan] = {t: ToolPlan(slots, v) for t, v in self.by_tool.items()}
+        # The span time up to which no rule's on_time says or changes anything (each declares its
+        # own: Assertion.time_quiet_ns); None when one does not declare it.
+        quiet = [slots[i].assertion.time_quiet_ns for i in times]
+        self.time_quiet_ns: Optional[float] = None if None in quiet or not quiet else min(
+            q for q in quiet if q is not None)
+        # Tool name -> its ToolPlan: the named tools', then names a `tool_pattern` rule was tried on (the
+        # engine reads this first, then tool_plan() for a name not in it).
+        self.tool_plans: Dict[str, ToolPlan] = {t: ToolPlan(slots, v) for t, v in self.by_tool.items()}
         self._other_tools = ToolPlan(slots, self.any_tool)
         # Whether some rule reads arguments: only then are tool definitions read off spans.
         self.reads_args = any(NEED_ARGUMENTS in s.assertion.needs for s in slots)
 
     def tool_plan(self, name: str) -> ToolPlan:
-        plan = self._tool_plans.get(name)
+        plan = self.tool_plans.get(name)
         if plan is not None:
             return plan
         if not self._pattern_slots:
@@ -111,8 +118,8 @@ class Plan:
         matched = [s.index for s in self._pattern_slots if s.assertion.applies_to(name)]
         plan = ToolPlan(self.slots, tuple(sorted(set(matched) | set(self.any_tool)))) if matched \
             else self._other_tools
-        if len(self._tool_plans) < _MAX_PATTERN_PLANS + len(self.by_tool):
-            self._tool_plans[name] = plan  # names come from spans: the cache is bounded
+        if len(self.tool_plans) < _MAX_PATTERN_PLANS + len(self.by_tool):
+            self.tool_plans[name] = plan  # names come from spans: the cache is bounded
         return plan
 
 

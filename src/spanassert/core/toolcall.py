@@ -257,7 +257,21 @@ class ToolCall:
 
     # -- content, decoded on demand -------------------------------------------------------------
     def _decode_arguments(self) -> None:
-        value, state = decode_content(self._args_raw)
+        raw = self._args_raw
+        fast = _fast_loads
+        if fast is not None and type(raw) is str and raw[:1] == "{":
+            # An object, the common case: what decode_content gives a text msgspec reads as it is
+            # (it reads the text strip() leaves, with msgspec first: JSON's whitespace is some of
+            # what strip() removes).
+            try:
+                value = fast(raw)
+            except Exception:  # noqa: BLE001 - msgspec refused it: decode_content decides
+                pass
+            else:
+                if type(value) is dict:
+                    self._args, self._args_state, self._args_bound = value, CONTENT_OK, False
+                    return
+        value, state = decode_content(raw)
         bound = None
         if state == CONTENT_OK and not isinstance(value, dict):
             bound = bind_arguments(value, self.params)

@@ -230,7 +230,12 @@ class Mapper:
             if type(tool) is not str or not tool.strip():
                 tool = self._tool_name(name, get)
             call_id = get(GENAI_CALL_ID)
-            if type(call_id) is not str or not call_id.strip():
+            if call_id is None:
+                # What _call_id reads next, when the GenAI key is absent (no user rule names one).
+                call_id = get(OI_TOOL_ID)
+                if call_id is not None:
+                    call_id = _text(call_id)
+            elif type(call_id) is not str or not call_id.strip():
                 call_id = self._call_id(get)
             return tool, call_id
         return self._tool_name(name, get), self._call_id(get)
