@@ -179,3 +179,50 @@ def test_conversation_keyed_episodes_and_stdin_are_refused_with_jobs(tmp_path: P
     assert p.returncode == 2 and "stdin (-) can be read only once" in p.stderr
     p = _cli("--config", str(plain), str(data), "--jobs", "0")
     assert p.returncode == 2
+
+
+def test_a_shards_results_reach_the_parent_field_for_field() -> None:
+    """Workers send episode results and violations as tuples of their fields (cheaper to pickle than
+    the records): the parent's records equal the worker's in every field, set or at its default."""
+    import inspect
+    import pickle
+    from dataclasses import fields
+
+    from spanassert.core.model import CloseReason, Verdict
+    from spanassert.core.results import AssertionResult, EpisodeResult, Violation, assertion_result
+    from spanassert.replay import parallel
+
+    assert [f.name for f in fields(AssertionResult)] == list(inspect.signature(assertion_result).parameters)
+    results = [assertion_result("t1", "trace_no_repeat", 2, "n", Verdict.FAILED, "m1", "s1", "critical", True),
+               assertion_result("t2", "trace_must_call_tool", 0, None, Verdict.PASSED, "m2", None, "error", False)]
+    episodes = [EpisodeResult(key="k", trace_id="t", root_span_id="r", root_name="invoke_agent a", agent="a",
+                              service="svc", close_reason=CloseReason.END_OF_INPUT, results=results, call_count=3,
+                              step_count=1, unreadable_calls=2, late=True, incomplete=["root not seen"],
+                              amendment=True),
+                EpisodeResult(key="k2", trace_id=None, root_span_id=None, root_name=None, agent=None, service=None,
+                              close_reason=CloseReason.ROOT_ENDED, results=[], call_count=0, step_count=0,
+                              unreadable_calls=0)]
+    violations = [Violation(test_id="t1", assertion_type="trace_no_repeat", assertion_index=2, assertion_name="n",
+                            severity="critical", shadow=True, message="m", span_id="s", trace_id="t", episode_key="k",
+                            tool="x", call_index=4, late=True, at_close=True, agent="a", blocked=True, at_start=True),
+                  Violation(test_id="t2", assertion_type="trace_max_tool_calls", assertion_index=0,
+                            assertion_name=None, severity="error", shadow=False, message="m2", span_id=None,
+                            trace_id=None, episode_key="k2")]
+    eps = parallel._unpack_episodes(pickle.loads(pickle.dumps(parallel._pack_episodes(episodes))))
+    vs = parallel._unpack_violations(pickle.loads(pickle.dumps(parallel._pack_violations(violations))))
+
+    def same(a: Any, b: Any) -> None:
+        assert type(a) is type(b)
+        for f in fields(a):
+            x, y = getattr(a, f.name), getattr(b, f.name)
+            if f.name == "results":
+                assert len(x) == len(y)
+                for rx, ry in zip(x, y):
+                    same(rx, ry)
+            else:
+                assert x == y and type(x) is type(y), f.name
+
+    assert len(eps) == 2 and len(vs) == 2
+    for a, b in zip(episodes + violations, eps + vs):
+        same(a, b)
+    assert eps[0].verdict is episodes[0].verdict and eps[0].results[0].verdict is Verdict.FAILED

@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import fields
+from itertools import starmap
+from operator import attrgetter
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ..config.model import Config
 from ..core.model import SpanRecord
 from ..core.report import InputPrompts, Report
+from ..core.results import AssertionResult, EpisodeResult, Violation, assertion_result
 
 PathArg = Union[str, "os.PathLike[str]"]
 
@@ -96,10 +100,40 @@ def _worker(shard: int) -> Tuple[str, Any]:
     return "ok", ([_payload(rep) for rep in reports], keys, issues)
 
 
+# A shard's episode results and violations go to the parent as tuples of their fields, read by
+# attrgetter in C: pickling thousands of records one by one (a state dict each, rebuilt attribute by
+# attribute) cost the worker about four times as much, and the parent a quarter more, on its
+# critical path. The parent makes the same records again (tests/test_replay_jobs.py compares them).
+_RESULT_NAMES = [f.name for f in fields(AssertionResult)]  # assertion_result's parameters, in order
+_EPISODE_NAMES = [f.name for f in fields(EpisodeResult) if f.name != "results"]
+_VIOLATION_NAMES = [f.name for f in fields(Violation)]
+_result_fields = attrgetter(*_RESULT_NAMES)
+_episode_fields = attrgetter(*_EPISODE_NAMES)
+_violation_fields = attrgetter(*_VIOLATION_NAMES)
+
+
+def _pack_episodes(episodes: List[EpisodeResult]) -> List[Tuple[Any, List[Any]]]:
+    return [(_episode_fields(ep), [_result_fields(r) for r in ep.results]) for ep in episodes]
+
+
+def _unpack_episodes(rows: List[Tuple[Any, List[Any]]]) -> List[EpisodeResult]:
+    return [EpisodeResult(results=list(starmap(assertion_result, results)), **dict(zip(_EPISODE_NAMES, values)))
+            for values, results in rows]
+
+
+def _pack_violations(violations: List[Violation]) -> List[Any]:
+    return [_violation_fields(v) for v in violations]
+
+
+def _unpack_violations(rows: List[Any]) -> List[Violation]:
+    return [Violation(**dict(zip(_VIOLATION_NAMES, values))) for values in rows]
+
+
 def _payload(rep: Report) -> Dict[str, Any]:
     """What the parent needs of a shard's report (the config stays behind: the parent has it)."""
     return {
-        "episodes": rep.episodes, "violations": rep.violations, "spans_read": rep.spans_read,
+        "episodes": _pack_episodes(rep.episodes), "violations": _pack_violations(rep.violations),
+        "spans_read": rep.spans_read,
         "unreadable_spans": rep.unreadable_spans, "late_spans": rep.late_spans, "amended": rep.amended,
         "overflows": rep.overflows, "sources": rep.sources,
         "coverage": {k: c.counts for k, c in rep.coverage.items()}, "tool_names": rep.tool_names,
@@ -168,9 +202,17 @@ def replay_paths_jobs(
     global _JOB
     _JOB = {"configs": list(configs), "paths": list(paths), "strict": strict, "settle_spans": settle_spans,
             "window": window, "timelines": timelines, "jobs": jobs}
+    results = []
     try:
         with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            results = pool.map(_worker, range(jobs), chunksize=1)
+            # In shard order, each as soon as it is there: the parent makes one shard's records
+            # again while a later shard is still working.
+            for status, value in pool.imap(_worker, range(jobs)):
+                if status == "ok":
+                    for part in value[0]:
+                        part["episodes"] = _unpack_episodes(part["episodes"])
+                        part["violations"] = _unpack_violations(part["violations"])
+                results.append((status, value))
     finally:
         _JOB = None
     for status, value in results:
