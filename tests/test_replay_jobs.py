@@ -226,3 +226,137 @@ def test_a_shards_results_reach_the_parent_field_for_field() -> None:
     for a, b in zip(episodes + violations, eps + vs):
         same(a, b)
     assert eps[0].verdict is episodes[0].verdict and eps[0].results[0].verdict is Verdict.FAILED
+
+
+# -- the shard route: a process decodes only its own spans of a JSON Lines line ----------------------
+#
+# The claim (src/spanassert/otlp/json_typed.py, records_for_shard): when no shard's reader set
+# `diverged` on a file, each shard's batches are exactly the batches of the whole decode with None
+# for other shards' spans (same lengths, same None places, equal records), and the input issues are
+# the same; when one did, `replay --jobs` runs again with each line decoded whole. Inputs below mix
+# clean lines with lines in odd or hostile shapes, in every span of any shard.
+
+def _odd(span: Dict[str, Any], rng: random.Random) -> Any:
+    """One span made odd in one of many ways (some still decode alike, some are refused)."""
+    s = dict(span)
+    if not isinstance(s.get("traceId"), str):
+        return s  # make_input's bad span stays as it is
+    kind = rng.randrange(16)
+    if kind == 0:
+        s["traceId"] = s["traceId"].upper()
+    elif kind == 1:
+        s = {"spanId": s.pop("spanId"), **s}  # traceId not first
+    elif kind == 2:
+        s["attributes"] = s["attributes"] + [{"key": "two", "value": {"stringValue": "a", "intValue": "1"}}]
+    elif kind == 3:
+        s["attributes"] = s["attributes"] + [{"key": "none"}]
+    elif kind == 4:
+        s["attributes"] = s["attributes"] + [{"key": "n", "value": {"intValue": rng.choice(["12", "x", "1_0", 7])}}]
+    elif kind == 5:
+        s["spanId"] = rng.choice(["zz", "0" * 16, s["spanId"].upper(), ""])
+    elif kind == 6:
+        s["parentSpanId"] = rng.choice(["0" * 16, "abc", "A" * 16, ""])
+    elif kind == 7:
+        s["startTimeUnixNano"] = rng.choice(["abc", 5, "1_000", " 7"])
+    elif kind == 8:
+        s["unknownField"] = 1
+    elif kind == 9:
+        return 7  # not an object
+    elif kind == 10:
+        s["events"] = [{"name": "e", "timeUnixNano": rng.choice(["5", "x"]),
+                        "attributes": [{"key": "k", "value": {"boolValue": True}}]}]
+    elif kind == 11:
+        s["attributes"] = s["attributes"] + [{"key": "l", "value": {"kvlistValue": {"values": [
+            {"key": "a", "value": rng.choice([{"doubleValue": 1.5}, {"arrayValue": {}}, {}])}]}}}]
+    elif kind == 12:
+        s["traceId"] = "0" * 32
+    elif kind == 13:
+        s["name"] = 5  # wrong type
+    elif kind == 14:
+        s["status"] = {"code": 2, "message": "boom"}
+    else:
+        s["traceId"] = s["traceId"][:-1]  # 31 digits
+    return s
+
+
+_TWIN_TRACE = '{"traceId":"%s","traceId":"%s",'
+
+
+def make_odd_input(seed: int) -> str:
+    """make_input's traces, in compact JSON (as the Collector writes it) or not, with odd spans."""
+    rng = random.Random(seed)
+    text, _ = make_input(seed)
+    out = []
+    for line in text.splitlines():
+        try:
+            doc = json.loads(line)
+            spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        except (ValueError, KeyError, TypeError):
+            out.append(line)
+            continue
+        if rng.random() < 0.3:
+            i = rng.randrange(len(spans))
+            spans[i] = _odd(spans[i], rng)
+        if rng.random() < 0.1 and "resource" in doc["resourceSpans"][0]:
+            doc["resourceSpans"][0]["resource"]["attributes"].append(rng.choice([{"key": "r", "value": {}},
+                                                                                 {"key": "r"}]))
+        compact = rng.random() < 0.8
+        s = json.dumps(doc, separators=(",", ":") if compact else None)
+        if compact and rng.random() < 0.05:  # a second traceId key in one span: the first bytes lie
+            m = re.search(r'\{"traceId":"([0-9a-f]{32})",', s)
+            if m:
+                s = s.replace(m.group(0), _TWIN_TRACE % (m.group(1), f"{rng.getrandbits(128):032x}"), 1)
+        out.append(s)
+    return "\n".join(out) + "\n"
+
+
+def _fields(r: Any) -> Any:
+    if r is None:
+        return None
+    return (r.trace_id, r.span_id, r.parent_span_id, r.name, r.kind, r.start_ns, r.end_ns, r.attributes,
+            r.status_code, r.status_message, [(e.name, e.timestamp, e.attributes) for e in r.events], r.resource,
+            r.scope, r.source)
+
+
+def test_a_shard_reads_its_spans_as_the_whole_decode_does_unless_it_says_otherwise(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from spanassert.otlp.reader import read_span_batches
+    from spanassert.otlp.shard import Shard, ShardBatch
+
+    monkeypatch.setenv("SPANASSERT_TYPED_JSON", "always")
+    routed = diverged = odd_agreed = 0
+    for seed in range(150):
+        path = tmp_path / f"in{seed}.jsonl"
+        path.write_text(make_odd_input(seed))
+        whole_issues: List[Any] = []
+        whole = list(read_span_batches([path], on_issue=whole_issues.append))
+        shards = []
+        for i in range(3):
+            share = Shard(i, 3)
+            issues: List[Any] = []
+            got = list(read_span_batches([path], on_issue=issues.append, shard=share))
+            shards.append((share, got, issues))
+        if any(share.diverged for share, _, _ in shards):
+            diverged += 1
+            continue
+        for share, got, issues in shards:
+            want = [Shard(share.index, 3).only(b) for b in whole]
+            assert [[_fields(r) for r in b] for b in got] == [[_fields(r) for r in b] for b in want]
+            assert [i.format() for i in issues] == [i.format() for i in whole_issues]
+            routed += sum(type(b) is ShardBatch for b in got)
+        odd_agreed += bool(whole_issues)
+    # Not vacuous: lines were taken by the route, files made a shard diverge, and files with input
+    # issues (odd lines taken the usual way by every process) still agreed.
+    print("COUNTS", routed, diverged, odd_agreed)
+    assert routed > 100 and diverged > 10 and odd_agreed > 5, (routed, diverged, odd_agreed)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(st.integers(0, 2**32))
+def test_jobs_3_on_odd_lines_through_the_shard_route_gives_the_report_of_one_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    monkeypatch.setenv("SPANASSERT_TYPED_JSON", "always")
+    _, settle = make_input(seed)
+    one, three = _reports(tmp_path, make_odd_input(seed), settle)
+    assert one == three

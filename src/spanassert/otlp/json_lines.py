@@ -10,6 +10,7 @@ from spanassert.core.model import SpanRecord
 from spanassert.otlp.formats import BOM, Item
 from spanassert.otlp.issues import ERROR, WARNING, InputIssue, SpanDecodeError
 from spanassert.otlp.json_decode import records_from_json
+from spanassert.otlp.shard import Shard
 
 
 def _json_records(name: str, line: int, obj: Any) -> Iterator[Item]:
@@ -35,17 +36,22 @@ def _utf8_issue(name: str, line: int, exc: UnicodeDecodeError) -> InputIssue:
     )
 
 
-def read_json(name: str, stream: Any) -> Iterator[Item]:
+def read_json(name: str, stream: Any, shard: Optional[Shard] = None) -> Iterator[Item]:
     """JSON Lines, one OTLP document per line; switches to whole-document mode when the first line
-    is the start of a pretty-printed document."""
+    is the start of a pretty-printed document. ``shard`` (``replay --jobs``): lines the typed decoder
+    takes are yielded with None for other shards' spans, only this shard's spans decoded (a
+    :class:`~spanassert.otlp.shard.ShardBatch`); the reader filters the rest."""
     loads = json.loads
     typed: Optional[Callable[[bytes, str], Optional[List[SpanRecord]]]] = None
+    for_shard: Any = None
+    usual_left = 8  # lines of another shape before the shard route is given up for this file
     lineno = 0
     first = True
     mode = os.environ.get("SPANASSERT_TYPED_JSON")  # "never" / "always": the tests compare the two paths
     unread_typed = -1 if mode == "never" else 0 if mode == "always" else _TYPED_AFTER_BYTES
     if unread_typed == 0:
         typed = _typed_decoder()
+        for_shard = _shard_decoder(typed, shard)
     for raw in stream:
         lineno += 1
         if unread_typed > 0:
@@ -53,6 +59,17 @@ def read_json(name: str, stream: Any) -> Iterator[Item]:
             if unread_typed <= 0:
                 # A long input: the typed decoder pays for its import (a small file is read sooner without).
                 typed = _typed_decoder()
+                for_shard = _shard_decoder(typed, shard)
+        if for_shard is not None:
+            got = for_shard(raw, f"{name}:{lineno}", shard)
+            if got is not None:
+                first = False
+                if got:
+                    yield got
+                continue
+            usual_left -= 1
+            if usual_left <= 0:  # decided from the bytes alone: every process gives it up at the same line
+                for_shard = None
         if typed is not None:
             # The typed fast path: the same records as below for a line in the canonical shape;
             # None for anything else, which then goes the careful way (and keeps its wording).
@@ -105,6 +122,14 @@ def _typed_decoder() -> Optional[Callable[[bytes, str], Optional[List[SpanRecord
     except ImportError:  # msgspec missing
         return None
     return records_from_line
+
+
+def _shard_decoder(typed: Any, shard: Optional[Shard]) -> Any:
+    if typed is None or shard is None:
+        return None
+    from spanassert.otlp.json_typed import records_for_shard
+
+    return records_for_shard
 
 
 def _invalid_json(name: str, line: int, column: int, why: str) -> InputIssue:

@@ -22,6 +22,7 @@ from msgspec import UNSET, Raw, Struct, UnsetType
 
 from spanassert.core.model import NO_EVENTS, SpanEvent, SpanRecord
 from spanassert.otlp.json_decode import decode_any
+from spanassert.otlp.shard import Shard, ShardBatch
 
 _ZERO_TRACE = "0" * 32
 _ZERO_SPAN = "0" * 16
@@ -200,74 +201,198 @@ def _plain_ids(spans: List[_Span]) -> bool:
         return False
 
 
+def _resource(rs: Any) -> Dict[str, Any]:
+    res = rs.resource
+    if res is UNSET or res.attributes is UNSET:
+        return {}
+    return _attributes(res.attributes)
+
+
+def _scope(ss: Any) -> str:
+    sc = ss.scope
+    return "" if sc is UNSET or sc.name is UNSET else sc.name
+
+
 def _records(doc: _Traces, source: str) -> List[SpanRecord]:
     out: List[SpanRecord] = []
-    append = out.append
     for rs in doc.resourceSpans:
-        res = rs.resource
-        if res is UNSET:
-            resource: Dict[str, Any] = {}
-        else:
-            resource = {} if res.attributes is UNSET else _attributes(res.attributes)
+        resource = _resource(rs)
         blocks = rs.scopeSpans
         if blocks is UNSET:
             continue
         for ss in blocks:
-            sc = ss.scope
-            scope = "" if sc is UNSET or sc.name is UNSET else sc.name
             spans = ss.spans
             if spans is UNSET or not spans:
                 continue
-            plain = _plain_ids(spans)
-            last_raw = None
-            last_trace = ""
-            for s in spans:
-                parent: Optional[str] = s.parentSpanId or None  # UNSET and "" are false
-                if plain:
-                    last_trace = s.traceId
-                    sid = s.spanId
-                else:
-                    raw = s.traceId
-                    if raw != last_raw:
-                        last_trace = _span_id(raw, 32, _ZERO_TRACE)
-                        last_raw = raw
-                    parent = _span_id(parent, 16, _ZERO_SPAN) if parent else None
-                    sid = _span_id(s.spanId, 16, _ZERO_SPAN)
-                st = s.status
-                if st is UNSET:
-                    code = 0
-                    message = ""
-                else:
-                    code = 0 if st.code is UNSET else st.code
-                    message = "" if st.message is UNSET else st.message
-                evs = s.events
-                if evs:  # UNSET is false
-                    events: List[SpanEvent] = [
-                        SpanEvent("" if e.name is UNSET else e.name, _int(e.timeUnixNano),
-                                  _attributes(e.attributes) if e.attributes is not UNSET else {})
-                        for e in evs]
-                else:
-                    events = NO_EVENTS
-                # Slot stores, as json_decode._fast_span does (keyword calls cost more on this path).
-                rec = _new_record(SpanRecord)
-                rec.trace_id = last_trace
-                rec.span_id = sid
-                rec.parent_span_id = parent
-                rec.name = "" if s.name is UNSET else s.name
-                rec.kind = 0 if s.kind is UNSET else s.kind
-                t = s.startTimeUnixNano  # _int(t), without a call per span
-                rec.start_ns = 0 if t is UNSET else int(t)
-                t = s.endTimeUnixNano
-                rec.end_ns = 0 if t is UNSET else int(t)
-                rec.attributes = _attributes(s.attributes) if s.attributes is not UNSET else {}
-                rec.status_code = code
-                rec.status_message = message
-                rec.events = events
-                rec.resource = resource
-                rec.scope = scope
-                rec.source = source
-                append(rec)
+            _block(spans, resource, _scope(ss), source, out)
     return out
 
 
-__all__ = ["records_from_line"]
+def _block(spans: List[_Span], resource: Dict[str, Any], scope: str, source: str, out: List[Any]) -> None:
+    """The records of one scope's spans, appended to ``out``."""
+    append = out.append
+    plain = _plain_ids(spans)
+    last_raw = None
+    last_trace = ""
+    for s in spans:
+        parent: Optional[str] = s.parentSpanId or None  # UNSET and "" are false
+        if plain:
+            last_trace = s.traceId
+            sid = s.spanId
+        else:
+            raw = s.traceId
+            if raw != last_raw:
+                last_trace = _span_id(raw, 32, _ZERO_TRACE)
+                last_raw = raw
+            parent = _span_id(parent, 16, _ZERO_SPAN) if parent else None
+            sid = _span_id(s.spanId, 16, _ZERO_SPAN)
+        st = s.status
+        if st is UNSET:
+            code = 0
+            message = ""
+        else:
+            code = 0 if st.code is UNSET else st.code
+            message = "" if st.message is UNSET else st.message
+        evs = s.events
+        if evs:  # UNSET is false
+            events: List[SpanEvent] = [
+                SpanEvent("" if e.name is UNSET else e.name, _int(e.timeUnixNano),
+                          _attributes(e.attributes) if e.attributes is not UNSET else {})
+                for e in evs]
+        else:
+            events = NO_EVENTS
+        # Slot stores, as json_decode._fast_span does (keyword calls cost more on this path).
+        rec = _new_record(SpanRecord)
+        rec.trace_id = last_trace
+        rec.span_id = sid
+        rec.parent_span_id = parent
+        rec.name = "" if s.name is UNSET else s.name
+        rec.kind = 0 if s.kind is UNSET else s.kind
+        t = s.startTimeUnixNano  # _int(t), without a call per span
+        rec.start_ns = 0 if t is UNSET else int(t)
+        t = s.endTimeUnixNano
+        rec.end_ns = 0 if t is UNSET else int(t)
+        rec.attributes = _attributes(s.attributes) if s.attributes is not UNSET else {}
+        rec.status_code = code
+        rec.status_message = message
+        rec.events = events
+        rec.resource = resource
+        rec.scope = scope
+        rec.source = source
+        append(rec)
+
+
+# -- replay --jobs: decode only this shard's spans -----------------------------------------------------
+#
+# The line is first decoded down to its spans, each kept as raw JSON (``_RawTraces``, the same
+# structs as ``_Traces`` above it). A span's trace id is read from the raw bytes when the span starts
+# as exporters write it, ``{"traceId":"<32 lowercase hex digits>"`` (or ``{"traceId": "``); only the
+# spans of this shard are decoded (``_Span``) and made into records, by ``_block`` as above; each
+# other span is None.
+#
+# Every decision that all processes make alike, from bytes all of them read (the line's shape down
+# to its spans, the resource, the ids at the start of each span), sends the line the usual way in
+# every process, so their counts agree. What only this shard's process looks at (the rest of its
+# own spans) can still refuse the line; then this process reads it the usual way and sets
+# ``Shard.diverged``: the other processes counted one record per span of that line, which the
+# careful path may not give, and the run is done again without this route.
+
+
+class _RawScopeSpans(Struct, forbid_unknown_fields=True, gc=False):
+    scope: Union[_Scope, UnsetType] = UNSET
+    spans: Union[List[Raw], UnsetType] = UNSET
+    schemaUrl: Union[Raw, UnsetType] = UNSET
+
+
+class _RawResourceSpans(Struct, forbid_unknown_fields=True, gc=False):
+    resource: Union[_Resource, UnsetType] = UNSET
+    scopeSpans: Union[List[_RawScopeSpans], UnsetType] = UNSET
+    schemaUrl: Union[Raw, UnsetType] = UNSET
+
+
+class _RawTraces(Struct, forbid_unknown_fields=True, gc=False):
+    resourceSpans: List[_RawResourceSpans]
+
+
+_decode_raw = msgspec.json.Decoder(_RawTraces).decode
+_decode_span = msgspec.json.Decoder(_Span).decode
+_HEAD = b'{"traceId":"'  # compact JSON (the Collector's file exporter)
+_HEAD_SPACED = b'{"traceId": "'  # json.dumps' default separators
+_HEAD_END = len(_HEAD) + 32  # where the id's closing quote is (compact)
+
+
+class _Usual(Exception):
+    """Every process reads this line the usual way (see above)."""
+
+
+def records_for_shard(line: bytes, source: str, shard: Shard) -> Optional[ShardBatch]:
+    """The spans of one OTLP JSON Lines line with None for each span of another shard, decoding
+    only this shard's spans; or None: read the line the usual way (then maybe ``shard.diverged``)."""
+    try:
+        n, blocks = _heads(_decode_raw(line), shard)
+    except Exception:  # noqa: BLE001 - any refusal here is every process's: the usual way
+        return None
+    out = ShardBatch([None] * n)
+    try:
+        for resource, scope, mine in blocks:
+            spans = []
+            for _, raw, tid in mine:
+                s = _decode_span(raw)
+                if s.traceId != tid:
+                    raise _Refused  # a second traceId key: the first bytes did not tell the id
+                spans.append(s)
+            recs: List[SpanRecord] = []
+            _block(spans, resource, scope, source, recs)
+            for (i, _, _), rec in zip(mine, recs):
+                out[i] = rec
+    except Exception:  # noqa: BLE001 - one of this shard's spans refused the line
+        shard.diverged = True
+        return None
+    return out
+
+
+def _heads(doc: _RawTraces, shard: Shard) -> Tuple[int, List[Any]]:
+    """The number of spans in the line and, per block with spans of this shard, its resource's
+    attributes, its scope and those spans (place, raw JSON, trace id). Raises (every process alike)
+    unless every span starts as exporters write it, with a canonical trace id."""
+    blocks: List[Any] = []
+    ids = set()
+    keeps = shard.keeps
+    n = 0
+    last = b""
+    keep = False
+    for rs in doc.resourceSpans:
+        resource = _resource(rs)
+        scope_spans = rs.scopeSpans
+        if scope_spans is UNSET:
+            continue
+        for ss in scope_spans:
+            spans = ss.spans
+            if spans is UNSET or not spans:
+                continue
+            mine = []
+            for raw in spans:
+                head = memoryview(raw)[:_HEAD_END + 2].tobytes()
+                if head[:12] == _HEAD and head[_HEAD_END] == 34:  # b'"'
+                    tid = head[12:_HEAD_END]
+                elif head[:13] == _HEAD_SPACED and head[_HEAD_END + 1:] == b'"':
+                    tid = head[13:_HEAD_END + 1]
+                else:
+                    raise _Usual
+                if tid != last:
+                    last = tid
+                    ids.add(tid)
+                    text = tid.decode("ascii")
+                    keep = keeps(text)
+                if keep:
+                    mine.append((n, raw, text))
+                n += 1
+            if mine:
+                blocks.append((resource, _scope(ss), mine))
+    joined = b"".join(ids)
+    if bytes.fromhex(joined.decode("ascii")).hex().encode() != joined or _ZERO_TRACE.encode() in ids:
+        raise _Usual  # an uppercase, odd or all-zero id: the careful path words it
+    return n, blocks
+
+
+__all__ = ["records_for_shard", "records_from_line"]

@@ -29,6 +29,7 @@ from spanassert.otlp.framed import read_binpb, read_framed
 from spanassert.otlp.issues import ERROR, WARNING, InputIssue, OTLPInputError
 from spanassert.otlp.json_lines import read_json
 from spanassert.otlp.paths import PathArg, expand
+from spanassert.otlp.shard import Shard, ShardBatch
 
 _log = logging.getLogger("spanassert.otlp")
 
@@ -62,9 +63,11 @@ def read_span_batches(
     *,
     on_issue: Optional[Callable[[InputIssue], None]] = None,
     strict: bool = False,
-) -> Iterator[List[SpanRecord]]:
+    shard: Optional[Shard] = None,
+) -> Iterator[List[Any]]:
     """:func:`read_spans` a list at a time: the spans of one line or message, in order (replay
-    takes them in without a call per span)."""
+    takes them in without a call per span). ``shard`` (``replay --jobs``): each span of another
+    shard is None (see :mod:`spanassert.otlp.shard`; JSON Lines then skip decoding most of them)."""
     report = on_issue if on_issue is not None else _log_issue
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -74,7 +77,7 @@ def read_span_batches(
             name = target.file
         else:
             name, path = target
-            items = _read_file(name, path)
+            items = _read_file(name, path, shard)
         while True:
             try:
                 item = next(items)
@@ -84,6 +87,9 @@ def read_span_batches(
                 item = InputIssue(name, None, None, f"could not read the file: {type(exc).__name__}: {exc}", ERROR)
                 items = iter(())
             if type(item) is list:
+                yield item if shard is None else shard.only(item)
+                continue
+            if type(item) is ShardBatch:
                 yield item
                 continue
             assert isinstance(item, InputIssue)
@@ -130,9 +136,9 @@ def _read_head(stream: Any) -> bytes:
     return head
 
 
-def _read_file(name: str, path: Optional[str]) -> Iterator[Item]:
+def _read_file(name: str, path: Optional[str], shard: Optional[Shard] = None) -> Iterator[Item]:
     if path is None:
-        yield from _read_stream(name, sys.stdin.buffer, None, 0)
+        yield from _read_stream(name, sys.stdin.buffer, None, 0, shard)
         return
     try:
         f = open(path, "rb", buffering=FILE_BUFFER)  # noqa: SIM115 -- opened apart: only opening names the path
@@ -144,10 +150,11 @@ def _read_file(name: str, path: Optional[str]) -> Iterator[Item]:
             size: Optional[int] = os.fstat(f.fileno()).st_size
         except OSError:
             size = None
-        yield from _read_stream(name, f, size, 0)
+        yield from _read_stream(name, f, size, 0, shard)
 
 
-def _read_stream(name: str, stream: Any, size: Optional[int], layer: int) -> Iterator[Item]:
+def _read_stream(name: str, stream: Any, size: Optional[int], layer: int,
+                 shard: Optional[Shard] = None) -> Iterator[Item]:
     if layer == 0 and _seekable(stream):
         head = stream.read(4096)
         stream.seek(0)
@@ -162,13 +169,13 @@ def _read_stream(name: str, stream: Any, size: Optional[int], layer: int) -> Ite
         if layer >= 2:
             yield InputIssue(name, None, None, "compressed more than twice over; not an OTLP export", ERROR)
             return
-        yield from _read_compressed(name, stream, head, layer)
+        yield from _read_compressed(name, stream, head, layer, shard)
         return
     body = head.lstrip(WHITESPACE)
     if body.startswith(BOM):
         body = body[3:].lstrip(WHITESPACE)
     if body[:1] in (b"{", b"["):
-        yield from read_json(name, stream)
+        yield from read_json(name, stream, shard)
     elif head[0] != 0x0A and len(head) >= 5 and (head[4] == 0x0A or head[4:8] == ZSTD_MAGIC or head[:4] == b"\0\0\0\0"):
         yield from read_framed(name, stream, size)
     elif head[0] == 0x0A:
@@ -191,7 +198,8 @@ def _seekable(stream: Any) -> bool:
         return False
 
 
-def _read_compressed(name: str, stream: Any, head: bytes, layer: int) -> Iterator[Item]:
+def _read_compressed(name: str, stream: Any, head: bytes, layer: int,
+                     shard: Optional[Shard] = None) -> Iterator[Item]:
     if head[:4] == ZSTD_MAGIC:
         zstandard, issue = zstd_module(name)
         if issue is not None:
@@ -205,7 +213,7 @@ def _read_compressed(name: str, stream: Any, head: bytes, layer: int) -> Iterato
         errors = (OSError, zlib.error)
         what = "gzip"
     try:
-        yield from _read_stream(name, inner, None, layer + 1)
+        yield from _read_stream(name, inner, None, layer + 1, shard)
     except EOFError:
         yield InputIssue(name, None, None, f"{what} data ends early (file still being written?)", WARNING)
     except errors as exc:

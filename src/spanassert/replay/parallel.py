@@ -26,16 +26,9 @@ from ..config.model import Config
 from ..core.model import SpanRecord
 from ..core.report import InputPrompts, Report
 from ..core.results import AssertionResult, EpisodeResult, Violation, assertion_result
+from ..otlp.shard import Shard, shard_of
 
 PathArg = Union[str, "os.PathLike[str]"]
-
-
-def shard_of(trace_id: str, jobs: int) -> int:
-    """The shard of a trace: from the low 32 bits of its (hex, lowercase) id; random ids spread evenly."""
-    try:
-        return int(trace_id[-8:], 16) % jobs
-    except ValueError:
-        return 0
 
 
 def refusal(configs: Sequence[Config], paths: Sequence[Any], jobs: int) -> Optional[str]:
@@ -57,17 +50,17 @@ def refusal(configs: Sequence[Config], paths: Sequence[Any], jobs: int) -> Optio
     return None
 
 
-def _only(batches: Iterable[List[SpanRecord]], shard: int, jobs: int) -> Iterator[List[Optional[SpanRecord]]]:
-    last_tid = ""
-    mine = False
+class _Diverged(Exception):
+    """This shard's reader found a line read otherwise than the other processes took it to be."""
+
+
+def _watched(batches: Iterable[List[Optional[SpanRecord]]], shard: Shard) -> Iterator[List[Optional[SpanRecord]]]:
     for batch in batches:
-        out: List[Optional[SpanRecord]] = []
-        for r in batch:
-            if r.trace_id != last_tid:
-                last_tid = r.trace_id
-                mine = shard_of(last_tid, jobs) == shard
-            out.append(r if mine else None)
-        yield out
+        if shard.diverged:
+            raise _Diverged
+        yield batch
+    if shard.diverged:
+        raise _Diverged
 
 
 # Set in the parent just before the worker processes are forked; read by them.
@@ -92,11 +85,19 @@ def _worker(shard: int) -> Tuple[str, Any]:
         if shard == 0:  # every process reads the same input: one of them reports it
             issues.append(i)
 
-    batches = read_span_batches(list(job["paths"]), on_issue=issue, strict=job["strict"])
+    share = Shard(shard, job["jobs"])
+    paths = list(job["paths"])
+    batches: Iterable[List[Optional[SpanRecord]]]
+    if job["exact"]:  # every line decoded whole, then this shard's spans kept
+        batches = map(share.only, read_span_batches(paths, on_issue=issue, strict=job["strict"]))
+    else:
+        batches = _watched(read_span_batches(paths, on_issue=issue, strict=job["strict"], shard=share), share)
     try:
-        keys = replay_ordered(reports, _only(batches, shard, job["jobs"]), settle_spans=job["settle_spans"])
+        keys = replay_ordered(reports, batches, settle_spans=job["settle_spans"])
     except OTLPInputError as exc:
         return "strict", exc.issue
+    except _Diverged:
+        return "diverged", None
     return "ok", ([_payload(rep) for rep in reports], keys, issues)
 
 
@@ -182,6 +183,29 @@ def _merge(rep: Report, parts: List[Dict[str, Any]], keys: List[Tuple[List[Any],
             rep.inputs.traces_with_prompt += with_prompt
 
 
+def _run_shards(jobs: int) -> List[Tuple[str, Any]]:
+    """Each shard's (status, value); stops at the first shard that diverged."""
+    import multiprocessing
+
+    global _JOB
+    results = []
+    try:
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            # In shard order, each as soon as it is there: the parent makes one shard's records
+            # again while a later shard is still working.
+            for status, value in pool.imap(_worker, range(jobs)):
+                results.append((status, value))
+                if status == "diverged":
+                    break  # leaving the pool stops the others
+                if status == "ok":
+                    for part in value[0]:
+                        part["episodes"] = _unpack_episodes(part["episodes"])
+                        part["violations"] = _unpack_violations(part["violations"])
+    finally:
+        _JOB = None
+    return results
+
+
 def replay_paths_jobs(
     configs: Sequence[Config],
     paths: Sequence[PathArg],
@@ -195,26 +219,18 @@ def replay_paths_jobs(
     """:func:`spanassert.replay.driver.replay_paths` over ``jobs`` processes (see the module doc;
     :func:`refusal` must have said yes). Raises :class:`spanassert.otlp.OTLPInputError` under
     ``strict`` as the one-process run does."""
-    import multiprocessing
-
     from ..otlp import OTLPInputError
 
     global _JOB
-    _JOB = {"configs": list(configs), "paths": list(paths), "strict": strict, "settle_spans": settle_spans,
-            "window": window, "timelines": timelines, "jobs": jobs}
-    results = []
-    try:
-        with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            # In shard order, each as soon as it is there: the parent makes one shard's records
-            # again while a later shard is still working.
-            for status, value in pool.imap(_worker, range(jobs)):
-                if status == "ok":
-                    for part in value[0]:
-                        part["episodes"] = _unpack_episodes(part["episodes"])
-                        part["violations"] = _unpack_violations(part["violations"])
-                results.append((status, value))
-    finally:
-        _JOB = None
+    # Under --strict the first bad input stops the run, as in one process: no shard route there.
+    exact = strict
+    while True:
+        _JOB = {"configs": list(configs), "paths": list(paths), "strict": strict, "settle_spans": settle_spans,
+                "window": window, "timelines": timelines, "jobs": jobs, "exact": exact}
+        results = _run_shards(jobs)
+        if all(status != "diverged" for status, _ in results):
+            break
+        exact = True  # a shard found a line the others took otherwise: all again, each line decoded whole
     for status, value in results:
         if status == "strict":
             raise OTLPInputError(value)
