@@ -15,7 +15,7 @@ equals what that path returns for the same line, and every error keeps that path
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, Generic, List, Optional, Tuple, TypeVar, Union
 
 import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
@@ -85,9 +85,13 @@ class _Scope(Struct, forbid_unknown_fields=True, gc=False):
     droppedAttributesCount: Union[Raw, UnsetType] = UNSET
 
 
-class _ScopeSpans(Struct, forbid_unknown_fields=True, gc=False):
+# A span's type is a parameter: _Span (decoded), or Raw (its JSON, for replay --jobs below).
+S = TypeVar("S")
+
+
+class _ScopeSpans(Struct, Generic[S], forbid_unknown_fields=True, gc=False):
     scope: Union[_Scope, UnsetType] = UNSET
-    spans: Union[List[_Span], UnsetType] = UNSET
+    spans: Union[List[S], UnsetType] = UNSET
     schemaUrl: Union[Raw, UnsetType] = UNSET
 
 
@@ -97,17 +101,17 @@ class _Resource(Struct, forbid_unknown_fields=True, gc=False):
     entityRefs: Union[Raw, UnsetType] = UNSET
 
 
-class _ResourceSpans(Struct, forbid_unknown_fields=True, gc=False):
+class _ResourceSpans(Struct, Generic[S], forbid_unknown_fields=True, gc=False):
     resource: Union[_Resource, UnsetType] = UNSET
-    scopeSpans: Union[List[_ScopeSpans], UnsetType] = UNSET
+    scopeSpans: Union[List[_ScopeSpans[S]], UnsetType] = UNSET
     schemaUrl: Union[Raw, UnsetType] = UNSET
 
 
-class _Traces(Struct, forbid_unknown_fields=True, gc=False):
-    resourceSpans: List[_ResourceSpans]
+class _Traces(Struct, Generic[S], forbid_unknown_fields=True, gc=False):
+    resourceSpans: List[_ResourceSpans[S]]
 
 
-_decode = msgspec.json.Decoder(_Traces).decode
+_decode = msgspec.json.Decoder(_Traces[_Span]).decode
 _json_decode = msgspec.json.Decoder().decode
 _STRUCTURED = ("arrayValue", "kvlistValue", "bytesValue", "stringValueStrindex")
 
@@ -213,7 +217,7 @@ def _scope(ss: Any) -> str:
     return "" if sc is UNSET or sc.name is UNSET else sc.name
 
 
-def _records(doc: _Traces, source: str) -> List[SpanRecord]:
+def _records(doc: _Traces[_Span], source: str) -> List[SpanRecord]:
     out: List[SpanRecord] = []
     for rs in doc.resourceSpans:
         resource = _resource(rs)
@@ -284,11 +288,10 @@ def _block(spans: List[_Span], resource: Dict[str, Any], scope: str, source: str
 
 # -- replay --jobs: decode only this shard's spans -----------------------------------------------------
 #
-# The line is first decoded down to its spans, each kept as raw JSON (``_RawTraces``, the same
-# structs as ``_Traces`` above it). A span's trace id is read from the raw bytes when the span starts
-# as exporters write it, ``{"traceId":"<32 lowercase hex digits>"`` (or ``{"traceId": "``); only the
-# spans of this shard are decoded (``_Span``) and made into records, by ``_block`` as above; each
-# other span is None.
+# The line is first decoded down to its spans, each kept as raw JSON (``_Traces[Raw]``). A span's
+# trace id is read from the raw bytes when the span starts as exporters write it,
+# ``{"traceId":"<32 lowercase hex digits>"`` (or ``{"traceId": "``); only the spans of this shard
+# are decoded (``_Span``) and made into records, by ``_block`` as above; each other span is None.
 #
 # Every decision that all processes make alike, from bytes all of them read (the line's shape down
 # to its spans, the resource, the ids at the start of each span), sends the line the usual way in
@@ -298,23 +301,7 @@ def _block(spans: List[_Span], resource: Dict[str, Any], scope: str, source: str
 # careful path may not give, and the run is done again without this route.
 
 
-class _RawScopeSpans(Struct, forbid_unknown_fields=True, gc=False):
-    scope: Union[_Scope, UnsetType] = UNSET
-    spans: Union[List[Raw], UnsetType] = UNSET
-    schemaUrl: Union[Raw, UnsetType] = UNSET
-
-
-class _RawResourceSpans(Struct, forbid_unknown_fields=True, gc=False):
-    resource: Union[_Resource, UnsetType] = UNSET
-    scopeSpans: Union[List[_RawScopeSpans], UnsetType] = UNSET
-    schemaUrl: Union[Raw, UnsetType] = UNSET
-
-
-class _RawTraces(Struct, forbid_unknown_fields=True, gc=False):
-    resourceSpans: List[_RawResourceSpans]
-
-
-_decode_raw = msgspec.json.Decoder(_RawTraces).decode
+_decode_raw = msgspec.json.Decoder(_Traces[Raw]).decode
 _decode_span = msgspec.json.Decoder(_Span).decode
 _HEAD = b'{"traceId":"'  # compact JSON (the Collector's file exporter)
 _HEAD_SPACED = b'{"traceId": "'  # json.dumps' default separators
@@ -351,7 +338,7 @@ def records_for_shard(line: bytes, source: str, shard: Shard) -> Optional[ShardB
     return out
 
 
-def _heads(doc: _RawTraces, shard: Shard) -> Tuple[int, List[Any]]:
+def _heads(doc: _Traces[Raw], shard: Shard) -> Tuple[int, List[Any]]:
     """The number of spans in the line and, per block with spans of this shard, its resource's
     attributes, its scope and those spans (place, raw JSON, trace id). Raises (every process alike)
     unless every span starts as exporters write it, with a canonical trace id."""
