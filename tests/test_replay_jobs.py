@@ -358,8 +358,9 @@ def test_jobs_3_on_odd_lines_through_the_shard_route_gives_the_report_of_one_pro
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
     monkeypatch.setenv("SPANASSERT_TYPED_JSON", "always")
     _, settle = make_input(seed)
-    # Without far-off start times: a span read as starting in 1970 moves the engine's idle clock
-    # for every trace fed after it in one process, but only in its own shard with --jobs (an
-    # existing limit of --jobs, from before the shard route: seed 52404 differs at main too).
+    # Without far-off start times: an episode whose span times lie far behind the other traces'
+    # (a root read as starting in 1970) can be closed on its idle timeout by the span-time clock
+    # the other traces move, all of them in one process, only its shard's with --jobs (a limit of
+    # --jobs from before the shard route: seed 52404 differs at main too; docs/performance.md).
     one, three = _reports(tmp_path, make_odd_input(seed, warp=False), settle)
     assert one == three
