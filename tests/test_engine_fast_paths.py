@@ -116,3 +116,26 @@ def test_the_quiet_bound_is_the_smallest_and_none_when_a_time_rule_declares_none
     assert isinstance(a, MaxDurationAssertion)
     a.time_quiet_ns = None  # a time rule that declares no bound: every span end asks every rule
     assert Engine(config).plans.full.time_quiet_ns is None
+
+
+def test_span_starts_and_ends_are_timed_only_for_a_sink_that_records_evaluation_time() -> None:
+    class Timed(Sink):
+        def __init__(self) -> None:
+            self.times: List[float] = []
+
+        def evaluated(self, seconds: float) -> None:
+            self.times.append(seconds)
+
+    config = load_config("version: 1\ntests:\n  - id: a\n    assertions: [{type: trace_max_tool_calls, max: 9}]\n")
+    assert not Engine(config).timed
+    sink = Timed()
+    engine = Engine(config, sink)
+    assert engine.timed
+    attrs = {"gen_ai.operation.name": "invoke_agent"}
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"}
+    engine.start_span("a" * 32, "b" * 16, None, "invoke_agent", attrs, 1)
+    for i in range(50):
+        engine.start_span("a" * 32, f"{i + 1:016x}", "b" * 16, "execute_tool t", tool, 2)
+        engine.end_span("a" * 32, f"{i + 1:016x}", "b" * 16, "execute_tool t", tool, 2, 3)
+    engine.end_span("a" * 32, "b" * 16, None, "invoke_agent", attrs, 1, 4, is_local_root=True)
+    assert len(sink.times) == 1 and sink.times[0] > 0

@@ -65,6 +65,9 @@ class Engine(EarlyCheck, EpisodeLifecycle):
         # Sink.tool_called as the engine calls it at every call: None when it does nothing.
         told = self.sink.tool_called
         self.tool_called = None if getattr(told, "__func__", None) is Sink.tool_called else told
+        # Whether the sink records each episode's evaluation time (Sink.evaluated does something):
+        # only then are span starts and ends timed.
+        self.timed = getattr(self.sink.evaluated, "__func__", None) is not Sink.evaluated
         self.mapper = mapper or Mapper(config.mappings)
         es = config.episodes
         self.by_trace_key = es.by_trace
@@ -154,7 +157,7 @@ class Engine(EarlyCheck, EpisodeLifecycle):
                 if ep.has_span(parent_id):
                     ep.add_span(span_id, ep.span_agent(parent_id))
             return False
-        t0 = _clock()
+        t0 = _clock() if self.timed else 0.0
         positioned = True
         if ep is None:
             if not self.by_trace_key:
@@ -205,7 +208,8 @@ class Engine(EarlyCheck, EpisodeLifecycle):
                 view.start_ns = start_ns
             if view.end_ns is None or start_ns > view.end_ns:
                 view.end_ns = start_ns
-        ep.eval_s += _clock() - t0
+        if self.timed:
+            ep.eval_s += _clock() - t0
         return positioned
 
     def end_span(
@@ -243,7 +247,7 @@ class Engine(EarlyCheck, EpisodeLifecycle):
                         self._amend(late, late=True)
                         return SpanOutcome(out, None)
             return None
-        t0 = _clock()
+        t0 = _clock() if self.timed else 0.0
         # ep.pop_span and ep.pop_call, inlined for the common cases (every span end of an episode).
         spans = ep.spans
         if span_id == ep.span1 or spans is None:
@@ -269,7 +273,8 @@ class Engine(EarlyCheck, EpisodeLifecycle):
             # activity of the episode: span time and idleness count agent, model and tool spans
             # (the rules reference), so a live caller need not hand such an end to the engine.
             marks = ep.marks.pop(span_id, None) if ep.marks else None
-            ep.eval_s += _clock() - t0
+            if self.timed:
+                ep.eval_s += _clock() - t0
             return SpanOutcome(marks, None) if marks else None
         if end_ns > ep.last_ns:
             ep.last_ns = end_ns
@@ -334,7 +339,7 @@ class Engine(EarlyCheck, EpisodeLifecycle):
         marks = ep.marks.pop(span_id, None) if ep.marks else None
         if closing is not None:
             ep.marks = None
-        else:
+        elif self.timed:
             ep.eval_s += _clock() - t0
         if marks is None and closing is None:
             return None

@@ -367,9 +367,11 @@ class Mapper:
                 self._error_type(get, status_code, events))
 
     def _error_type(self, get: Getter, status_code: int, events: Iterable[Any]) -> Optional[str]:
-        declared = _text(get(ERROR_TYPE))
+        declared = get(ERROR_TYPE)
         if declared is not None:
-            return declared
+            declared = _text(declared)
+            if declared is not None:
+                return declared
         if events:
             for event_attributes in _events_named(events, EV_EXCEPTION):
                 found = _text(event_attributes.get("exception.type"))
