@@ -153,6 +153,26 @@ def test_replay_as_the_program_freezes_what_is_loaded_and_raises_the_first_thres
     assert result == ["RESULT 1 700 50000 True"], proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
+def test_serve_as_the_program_freezes_what_is_loaded_and_raises_the_first_threshold() -> None:
+    # The engine thread holds every buffered span; serve tunes the collector as replay does, as a
+    # program only. The receiver reports the collector's settings once it listens, then stops.
+    code = ("import gc, os, signal, sys\n"
+            "from spanassert.serve import receiver\n"
+            "start = receiver.Receiver.start\n"
+            "def started(self):\n"
+            "    start(self)\n"
+            "    print('RESULT', gc.get_threshold()[0], gc.get_freeze_count() > 0, flush=True)\n"
+            "    os.kill(os.getpid(), signal.SIGTERM)\n"
+            "receiver.Receiver.start = started\n"
+            "from spanassert.cli import main\n"
+            "sys.argv = ['spanassert', 'serve', '--config', 'examples/rules.yaml', '--quiet',\n"
+            "            '--grpc-endpoint', '127.0.0.1:0', '--http-endpoint', '127.0.0.1:0']\n"
+            "print('RC', main())\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = [line for line in proc.stdout.splitlines() if line.startswith(("RESULT", "RC"))]
+    assert result == ["RESULT 50000 True", "RC 0"], proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
 def test_main_called_by_another_program_leaves_the_collector_alone() -> None:
     code = ("import gc, io, contextlib\n"
             "from spanassert.cli import main\n"

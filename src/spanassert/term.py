@@ -72,3 +72,20 @@ def add_rules_file_options(p: argparse.ArgumentParser) -> None:
 def add_verbose_option(p: argparse.ArgumentParser) -> None:
     """``--verbose/-v`` (every subcommand): spanassert's own debug log on stderr."""
     p.add_argument("--verbose", "-v", action="store_true", help="log spanassert's debug messages to stderr")
+
+
+# First-generation threshold while replaying or serving (CPython's default is 700): both allocate
+# many short-lived containers per span, and most of them are freed by reference counting anyway.
+GC_GEN0_THRESHOLD = 50_000
+
+
+def tune_gc() -> None:
+    """In the ``spanassert`` process only (``replay``, ``serve``; never in the library, never when
+    ``main`` is called from another program): what is loaded by now (modules, the rules) lives until
+    exit, so later collections need not scan it again (``gc.freeze``), and the first generation is
+    collected less often. Collection still runs, so cycles are freed; no verdict depends on it."""
+    import gc
+
+    gc.freeze()
+    gen0, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(max(GC_GEN0_THRESHOLD, gen0), gen1, gen2)

@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any, List, Optional
 
-from ..term import safe_stream
+from ..term import safe_stream, tune_gc
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -214,23 +214,6 @@ def _write(path: str, data: bytes, option: str) -> Optional[int]:
     return None
 
 
-# First-generation threshold while replaying (CPython's default is 700): replay allocates many
-# short-lived containers per span, and most of them are freed by reference counting anyway.
-GC_GEN0_THRESHOLD = 50_000
-
-
-def _tune_gc() -> None:
-    """In the ``spanassert`` process only (never in the library, never when ``main`` is called from
-    another program): what is loaded by now (modules, the rules) lives until exit, so later
-    collections need not scan it again (``gc.freeze``), and the first generation is collected less
-    often. Collection still runs, so cycles are freed; no verdict depends on it."""
-    import gc
-
-    gc.freeze()
-    gen0, gen1, gen2 = gc.get_threshold()
-    gc.set_threshold(max(GC_GEN0_THRESHOLD, gen0), gen1, gen2)
-
-
 def run_replay(args: argparse.Namespace) -> int:
     try:
         return _run(args)
@@ -266,7 +249,7 @@ def _run(args: argparse.Namespace) -> int:
     log.debug("rules %s: %d test(s) selected: %s", args.config, len(config.tests),
               ", ".join(t.id for t in config.tests))
     if getattr(args, "own_process", False):
-        _tune_gc()
+        tune_gc()
     configs: List[Any] = [config]
     if args.baseline_config:
         old = _load(args.baseline_config, "--baseline-config", True, args.untrusted)

@@ -184,6 +184,10 @@ def run_serve(args: argparse.Namespace) -> int:
             err.write(f"spanassert serve: {p}\n")
         return 2
 
+    if getattr(args, "own_process", False):
+        from ..term import tune_gc
+
+        tune_gc()  # the engine thread holds every buffered span: fewer, cheaper collections
     # Violations are printed by the sink; keep the stdlib's last-resort handler from repeating them.
     logging.getLogger("spanassert").addHandler(logging.NullHandler())
     meter_provider = meter_provider_from_env()
