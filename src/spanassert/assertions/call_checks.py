@@ -14,7 +14,7 @@ import math
 from typing import Any, Dict, Optional, Protocol
 
 from ..core.durations import DURATION_PATTERN, format_seconds, parse_duration
-from ..core.model import CONTENT_OK, STATUS_ERROR, EpisodeView, Failure, Outcome, ToolCall
+from ..core.model import CONTENT_OK, STATUS_ERROR, EpisodeView, Failure, Outcome, Rare, ToolCall
 from .base import (  # call_ref is re-exported
     EVIDENCE_ARGUMENTS,
     NEED_ARGUMENTS,
@@ -86,17 +86,38 @@ def fail_first(state: _RemembersFirstFailure, call: ToolCall, message: str) -> F
     return Failure.at(call, message)
 
 
+class RareFacts:
+    """What a rule's state seldom holds: where it first failed, calls it could not judge (and the
+    first of them, and why), calls past a cap. Made at the first such value (see
+    :class:`~spanassert.core.model.Rare`), so that the state of a rule that never meets one holds
+    a single place for all of them (an open episode holds a state per rule it touched)."""
+
+    __slots__ = ("first_failure", "undecided", "first_undecided", "overflow", "unknown_sinks")
+
+    def __init__(self) -> None:
+        self.first_failure: Optional[str] = None
+        self.undecided = 0
+        self.first_undecided: Optional[str] = None
+        self.overflow = 0
+        self.unknown_sinks = 0
+
+
+NO_FACTS = RareFacts()  # what a close reads for a state without a side record (never written)
+
+
 class EveryCallState:
     """Per-episode state of a rule that judges every selected call on its own: O(1)."""
 
-    __slots__ = ("first_failure", "checked", "open", "undecided", "first_undecided")
+    __slots__ = ("checked", "open", "more")
+    more_type = RareFacts
+    first_failure: Rare[Optional[str]] = Rare(None)  # where the first violation was seen
+    undecided: Rare[int] = Rare(0)  # calls that could not be judged (their needed content was not recorded)
+    first_undecided: Rare[Optional[str]] = Rare(None)  # which call, and why
 
     def __init__(self) -> None:
-        self.first_failure: Optional[str] = None  # where the first violation was seen
         self.checked = 0  # calls judged at their end
         self.open = 0  # calls started and not yet ended
-        self.undecided = 0  # calls that could not be judged (their needed content was not recorded)
-        self.first_undecided: Optional[str] = None  # which call, and why
+        self.more: Optional[RareFacts] = None
 
     def fail(self, call: ToolCall, message: str) -> Failure:
         return fail_first(self, call, message)
@@ -136,13 +157,14 @@ def every_call_outcome(state: EveryCallState, episode: EpisodeView, subject: str
 
     ``subject`` names the calls ("calls of `x`"), ``what`` the property ("ended without error").
     """
-    if state.first_failure is not None:
-        return Outcome.failed(f"not all {subject} {what}: first violation at {state.first_failure}")
+    facts = state.more or NO_FACTS  # its rare fields, read at once
+    if facts.first_failure is not None:
+        return Outcome.failed(f"not all {subject} {what}: first violation at {facts.first_failure}")
     if state.open:
         return Outcome.inconclusive(f"{state.open} of the {subject} had not ended when the episode closed")
-    if state.undecided:
-        first = f"; first: {state.first_undecided}" if state.first_undecided else ""
-        return Outcome.inconclusive(f"{state.undecided} of the {subject} could not be judged ({what}){first}")
+    if facts.undecided:
+        first = f"; first: {facts.first_undecided}" if facts.first_undecided else ""
+        return Outcome.inconclusive(f"{facts.undecided} of the {subject} could not be judged ({what}){first}")
     if not episode.decidable:
         return Outcome.inconclusive(f"no violation in {state.checked} {subject} seen, but {unfinished(episode)}")
     if not state.checked:

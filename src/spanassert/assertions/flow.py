@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
+from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, Rare, ToolCall
 from .base import NEED_ARGUMENTS, NEED_RESULT, Assertion, BuildContext, Field
-from .call_checks import call_ref, fail_first, unfinished
+from .call_checks import NO_FACTS, RareFacts, call_ref, fail_first, unfinished
 from .registry import register
 from .selectors import MAX_MATCH_CHARS, warn_tool_name
 from .values import PATH_SCHEMA, Walk, digest, parse_path, show_path
@@ -48,20 +48,21 @@ _TOO_LONG = "(too long to scan)"  # what _source_in returns (compared by identit
 
 
 class FlowState:
-    __slots__ = ("anchors", "count", "overflow", "sources", "unknown_sources", "unknown_sinks", "open",
-                 "first_failure")
+    __slots__ = ("anchors", "count", "sources", "unknown_sources", "open", "more")
+    more_type = RareFacts
+    overflow: Rare[int] = Rare(0)  # values not followed: past the cap
+    unknown_sinks: Rare[int] = Rare(0)  # sink calls whose arguments could not be searched
+    first_failure: Rare[Optional[str]] = Rare(None)
 
     def __init__(self) -> None:
         # hash(first min_length chars) -> [(length, digest of the value, where it was read)]
         # (None until the first value is kept: most episodes keep none)
         self.anchors: Optional[Dict[int, List[Tuple[int, bytes, str]]]] = None
         self.count = 0
-        self.overflow = 0
         self.sources = 0  # source calls whose result was read
         self.unknown_sources = 0  # source calls whose result was not recorded or not readable whole
-        self.unknown_sinks = 0  # sink calls whose arguments could not be searched
         self.open = 0
-        self.first_failure: Optional[str] = None
+        self.more: Optional[RareFacts] = None
 
 
 @register
@@ -226,11 +227,12 @@ class NoFlowAssertion(Assertion):
 
     def on_close(self, state: FlowState, episode: EpisodeView) -> Outcome:
         sink = f"`{self.sink_tool}`" if self.sink_tool else "any tool"
-        if state.first_failure is not None:
-            return Outcome.failed(f"data read from `{self.source_tool}` reached {sink}: first at {state.first_failure}")
-        if state.overflow:
+        facts = state.more or NO_FACTS  # its rare fields, read at once
+        if facts.first_failure is not None:
+            return Outcome.failed(f"data read from `{self.source_tool}` reached {sink}: first at {facts.first_failure}")
+        if facts.overflow:
             return Outcome.inconclusive(
-                f"{state.overflow} value(s) read from `{self.source_tool}` were not followed: more than "
+                f"{facts.overflow} value(s) read from `{self.source_tool}` were not followed: more than "
                 f"{MAX_FLOW_SOURCES} in the episode (the cap on what this rule remembers)"
             )
         if state.unknown_sources:
@@ -238,9 +240,9 @@ class NoFlowAssertion(Assertion):
                 f"{state.unknown_sources} result(s) of `{self.source_tool}` were not recorded or could not be "
                 "read whole, so what they returned could not be followed"
             )
-        if state.unknown_sinks:
+        if facts.unknown_sinks:
             return Outcome.inconclusive(
-                f"the arguments of {state.unknown_sinks} call(s) of {sink} were not recorded, could not be "
+                f"the arguments of {facts.unknown_sinks} call(s) of {sink} were not recorded, could not be "
                 "read whole, or were not an object with `to.path` in it, so whether a source value reached "
                 "them is unknown"
             )

@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Deque, Dict, List, Optional, Tuple, Union
 
-from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
+from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, Rare, ToolCall
 from .base import NEED_ARGUMENTS, Assertion, BuildContext, Field
-from .call_checks import call_ref, calls_of, fail_first, settled
+from .call_checks import NO_FACTS, RareFacts, call_ref, calls_of, fail_first, settled
 from .registry import register
 from .selectors import tool_fields, tool_selector
 from .steps import UNREACHABLE_BOUND, unreachable
@@ -48,8 +48,11 @@ def _primitive(pattern: List[str]) -> bool:
 
 
 class NoRepeatState:
-    __slots__ = ("counts", "recent", "overflow", "undecided", "checked", "names", "runs", "first_failure",
-                 "open", "cycled")
+    __slots__ = ("counts", "recent", "checked", "names", "runs", "open", "cycled", "more")
+    more_type = RareFacts
+    overflow: Rare[int] = Rare(0)  # calls not counted because the cap was reached
+    undecided: Rare[int] = Rare(0)  # calls whose arguments were not recorded or not readable
+    first_failure: Rare[Optional[str]] = Rare(None)
 
     def __init__(self, window: Optional[int], cycle_length: int) -> None:
         small = bool(window) and window <= _SMALL  # type: ignore[operator]  # window is set when small is tested
@@ -60,16 +63,14 @@ class NoRepeatState:
         # is about 600 bytes per episode).
         self.recent: Union[bytearray, Deque[bytes], None] = (
             None if not window else bytearray(window * _DIGEST_SIZE) if small else deque())
-        self.overflow = 0  # calls not counted because the cap was reached
-        self.undecided = 0  # calls whose arguments were not recorded or not readable
         self.checked = 0
         self.names: Tuple[str, ...] = ()  # the last `cycle_length` tool names
         # The run length of each pattern length p (at p - 2); None while all are 0 (made when a name
         # first comes back p calls later).
         self.runs: Optional[List[int]] = None
-        self.first_failure: Optional[str] = None
         self.open = 0
         self.cycled = False  # a cycle was reported (once per episode)
+        self.more: Optional[RareFacts] = None
 
 
 def _occurrences(packed: bytearray, key: bytes, end: int) -> int:
@@ -253,16 +254,17 @@ class NoRepeatAssertion(Assertion):
 
     def on_close(self, state: NoRepeatState, episode: EpisodeView) -> Outcome:
         subject = calls_of(self.tool)
-        if state.first_failure is not None:
-            return Outcome.failed(f"the agent looped: first at {state.first_failure}")
-        if state.overflow:
+        facts = state.more or NO_FACTS  # its rare fields, read at once
+        if facts.first_failure is not None:
+            return Outcome.failed(f"the agent looped: first at {facts.first_failure}")
+        if facts.overflow:
             return Outcome.inconclusive(
-                f"{state.overflow} of the {subject} were not compared: more than {MAX_DISTINCT_CALLS} distinct "
+                f"{facts.overflow} of the {subject} were not compared: more than {MAX_DISTINCT_CALLS} distinct "
                 "calls in the episode (the cap on what this rule remembers)"
             )
-        if state.undecided:
+        if facts.undecided:
             return Outcome.inconclusive(
-                f"{state.undecided} of the {subject} had arguments that were not recorded or could not be parsed, "
+                f"{facts.undecided} of the {subject} had arguments that were not recorded or could not be parsed, "
                 "so whether they repeat an earlier call is unknown"
             )
         if state.open:

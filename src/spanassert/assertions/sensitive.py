@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
-from ..core.model import CONTENT_OK, CONTENT_UNPARSABLE, EpisodeView, Failure, Outcome, ToolCall
+from ..core.model import CONTENT_OK, CONTENT_UNPARSABLE, EpisodeView, Failure, Outcome, Rare, ToolCall
 from .base import NEED_ARGUMENTS, NEED_FINAL_OUTPUT, NEED_RESULT, Assertion, BuildContext, Field
-from .call_checks import call_ref, settled
+from .call_checks import RareFacts, call_ref, settled
 from .detectors import DETECTOR_NAMES, Scanner, expand, scan, scanner
 from .registry import register
 from .selectors import MAX_MATCH_CHARS, warn_tool_name
@@ -122,14 +122,15 @@ def cleared_as_recorded(raw: Any, scan_with: Scanner) -> bool:
 
 
 class SensitiveState:
-    __slots__ = ("first_failure", "scanned", "undecided", "open", "cleared_call", "cleared_complete",
-                 "cleared_at_start")
+    __slots__ = ("scanned", "open", "cleared_call", "cleared_complete", "cleared_at_start", "more")
+    more_type = RareFacts
+    first_failure: Rare[Optional[str]] = Rare(None)
+    undecided: Rare[int] = Rare(0)  # recorded values that could not be scanned whole
 
     def __init__(self) -> None:
-        self.first_failure: Optional[str] = None
         self.scanned = 0
-        self.undecided = 0
         self.open = 0
+        self.more: Optional[RareFacts] = None
         # The latest call whose arguments were scanned at its start (nothing was found), and
         # whether that scan was complete: when its end carries the same arguments, they are not
         # scanned again. Calls in flight at once beyond it: call -> complete, made at first use.

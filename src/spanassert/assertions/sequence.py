@@ -27,12 +27,19 @@ from .selectors import warn_tool_name
 
 
 class SequenceState:
-    __slots__ = ("pos", "first_failure", "missing")
+    __slots__ = ("pos", "first_failure")
 
-    def __init__(self, missing: Optional[Set[str]] = None) -> None:
+    def __init__(self) -> None:
         self.pos = 0  # expected entries matched so far
         self.first_failure: Optional[str] = None
-        self.missing = missing  # subset mode: expected names not yet called
+
+
+class SubsetState(SequenceState):
+    __slots__ = ("missing",)
+
+    def __init__(self, missing: Set[str]) -> None:
+        super().__init__()
+        self.missing = missing  # expected names not yet called
 
 
 def _names(names: List[str]) -> str:
@@ -157,14 +164,16 @@ class OrderedMatcher(_Matcher):
 class SubsetMatcher(_Matcher):
     survives_unseen_calls = True
     def new_state(self) -> SequenceState:
-        return SequenceState(set(self.expected))
+        return SubsetState(set(self.expected))
 
     def on_call(self, state: SequenceState, call: ToolCall) -> Optional[str]:
+        assert isinstance(state, SubsetState)
         if state.missing:
             state.missing.discard(call.name)
         return None
 
     def on_close(self, state: SequenceState, episode: EpisodeView) -> Outcome:
+        assert isinstance(state, SubsetState)
         if not state.missing:
             return Outcome.passed(f"every tool of {_names(self.expected)} called")
         missing = [name for name in dict.fromkeys(self.expected) if name in state.missing]

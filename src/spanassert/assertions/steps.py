@@ -23,11 +23,12 @@ def unreachable(maximum: float) -> Optional[str]:
 
 
 class CountState:
-    __slots__ = ("count", "over")
+    # A count only goes up, and a rule fails when it first goes over its max: it is over exactly when
+    # its count is above the max (no flag of its own).
+    __slots__ = ("count",)
 
     def __init__(self) -> None:
         self.count = 0
-        self.over = False
 
 
 @register
@@ -60,19 +61,21 @@ class MaxStepsAssertion(Assertion):
         return CountState()
 
     def on_step(self, state: CountState, episode: EpisodeView) -> Optional[Failure]:
+        before = state.count
         state.count = episode.step_count
-        if state.over or state.count <= self.max:
-            return None
-        state.over = True
+        if state.count <= self.max or before > self.max:
+            return None  # within max, or over it already (reported then)
         # The engine knows which span made this step and attaches it.
         return Failure(f"step #{state.count} goes over the limit; max {self.max} steps")
 
     def blocks_again(self, state: CountState, call: ToolCall) -> Optional[str]:
-        return f"{call_ref(call)} is step #{state.count}, over the limit; max {self.max} steps" if state.over else None
+        if state.count <= self.max:
+            return None
+        return f"{call_ref(call)} is step #{state.count}, over the limit; max {self.max} steps"
 
     def on_close(self, state: CountState, episode: EpisodeView) -> Outcome:
         steps = max(state.count, episode.step_count)
-        return within_bound(state.over or steps > self.max, f"{steps} step(s); max {self.max}", episode)
+        return within_bound(steps > self.max, f"{steps} step(s); max {self.max}", episode)
 
 
 @register
@@ -109,22 +112,21 @@ class MaxToolCallsAssertion(Assertion):
         if self.selector is not None and not self.selector.name_matches(call):
             return None
         state.count += 1
-        if state.over or state.count <= self.max:
-            return None
-        state.over = True
+        if state.count != self.max + 1:
+            return None  # within max, or over it already (reported at the call that went over)
         return Failure.at(
             call, f"`{call.name}` called at {call_ref(call)} is call {state.count} of {calls_of(self.tool)}; max "
                   f"{self.max}"
         )
 
     def blocks_again(self, state: CountState, call: ToolCall) -> Optional[str]:
-        if not state.over or (self.selector is not None and not self.selector.name_matches(call)):
+        if state.count <= self.max or (self.selector is not None and not self.selector.name_matches(call)):
             return None
         return (f"`{call.name}` called at {call_ref(call)} is call {state.count} of {calls_of(self.tool)}; "
                 f"max {self.max}")
 
     def on_close(self, state: CountState, episode: EpisodeView) -> Outcome:
-        return within_bound(state.over, f"{state.count} {calls_of(self.tool)}; max {self.max}", episode)
+        return within_bound(state.count > self.max, f"{state.count} {calls_of(self.tool)}; max {self.max}", episode)
 
 
 __all__ = ["MaxStepsAssertion", "MaxToolCallsAssertion", "UNREACHABLE_BOUND", "unreachable"]

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from ..core.model import CONTENT_MISSING, EpisodeView, Failure, Outcome, ToolCall
+from ..core.model import CONTENT_MISSING, EpisodeView, Failure, Outcome, Rare, ToolCall
 from .base import EVIDENCE_ARGUMENTS, NEED_ARGUMENTS, Assertion, BuildContext, Field
-from .call_checks import call_ref, fail_first, settled, unfinished
+from .call_checks import RareFacts, call_ref, fail_first, settled, unfinished
 from .registry import register
 from .selectors import ARGS_MATCH_SCHEMA, ArgsMatch, CallSelector, tool_fields, tool_selector
 
@@ -23,13 +23,15 @@ _ARGS_MATCH_RULE = (
 
 
 class MustCallState:
-    __slots__ = ("count", "open", "undecided", "first_undecided")
+    __slots__ = ("count", "open", "more")
+    more_type = RareFacts
+    undecided: Rare[int] = Rare(0)  # name-matching calls whose arguments could not be matched
+    first_undecided: Rare[Optional[str]] = Rare(None)  # the first such call, and why
 
     def __init__(self) -> None:
         self.count = 0  # calls that matched
         self.open = 0  # name-matching calls whose arguments are still to come (args_match only)
-        self.undecided = 0  # name-matching calls whose arguments could not be matched
-        self.first_undecided: Optional[str] = None  # the first such call, and why
+        self.more: Optional[RareFacts] = None
 
 
 @register
@@ -113,13 +115,15 @@ class MustCallToolAssertion(Assertion):
 
 
 class MustNotCallState:
-    __slots__ = ("first_failure", "open", "undecided", "first_undecided")
+    __slots__ = ("open", "more")
+    more_type = RareFacts
+    first_failure: Rare[Optional[str]] = Rare(None)
+    undecided: Rare[int] = Rare(0)  # name-matching calls whose arguments could not be matched
+    first_undecided: Rare[Optional[str]] = Rare(None)  # the first such call, and why
 
     def __init__(self) -> None:
-        self.first_failure: Optional[str] = None
         self.open = 0  # name-matching calls started, not ended (args_match only)
-        self.undecided = 0  # name-matching calls whose arguments could not be matched
-        self.first_undecided: Optional[str] = None  # the first such call, and why
+        self.more: Optional[RareFacts] = None
 
 
 def _undecided(state: Any, selector: CallSelector, call: ToolCall) -> None:

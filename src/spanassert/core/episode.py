@@ -157,7 +157,7 @@ class _EpisodeMore(ViewMore):
     """The fields of an episode (and its view) that are usually at their default (see
     :class:`~spanassert.core.model.Rare`)."""
 
-    __slots__ = ("reported", "traces", "inner_usage", "at_close", "in_flight", "reopened")
+    __slots__ = ("reported", "traces", "inner_usage", "at_close", "in_flight", "reopened", "seen")
 
     def __init__(self) -> None:
         ViewMore.__init__(self)
@@ -167,6 +167,7 @@ class _EpisodeMore(ViewMore):
         self.at_close: Optional[Set[int]] = None
         self.in_flight: Optional[List[ToolCall]] = None
         self.reopened = False
+        self.seen: Optional[AbstractSet[str]] = NO_IDS
 
 
 class Episode(EpisodeView, StateHolder):
@@ -192,7 +193,6 @@ class Episode(EpisodeView, StateHolder):
         "eval_s",
         "absorbed",
         "hold",
-        "seen",
         "last_call_ns",
         "tool_params",
         "pending",
@@ -200,6 +200,7 @@ class Episode(EpisodeView, StateHolder):
     )
 
     more_type = _EpisodeMore
+    more: Optional[_EpisodeMore]  # made as more_type
     # Usually at their default, kept in `more` (see Rare):
     reported: Rare[Optional[Set[Tuple[int, Optional[str]]]]] = Rare(None)  # (slot, span) failures reported
     traces: Rare[Optional[Set[str]]] = Rare(None)  # attribute-keyed episodes span several traces
@@ -209,6 +210,10 @@ class Episode(EpisodeView, StateHolder):
     at_close: Rare[Optional[Set[int]]] = Rare(None)  # slots that failed (and were reported) at a close
     in_flight: Rare[Optional[List[ToolCall]]] = Rare(None)  # calls not ended when it closed
     reopened: Rare[bool] = Rare(False)  # closed once, and went on (another local root, a late part)
+    # Assembled traces only (replay, serve): ids of the spans seen (bounded; None past the bound),
+    # so that a late part of the trace can tell a parent seen earlier from one missing from the
+    # input. A set from the first id on (Engine._seen); live episodes never set it.
+    seen: Rare[Optional[AbstractSet[str]]] = Rare(NO_IDS)
 
     def __init__(self, key: str, trace_id: str, plan: Plan, now_ns: int) -> None:
         EpisodeView.__init__(self)
@@ -240,9 +245,6 @@ class Episode(EpisodeView, StateHolder):
         # Replay and serve, a trace whose root is not in the input: no span end closes the
         # episode; the end of the trace's spans does (Engine.end_trace).
         self.hold = False
-        # Assembled traces only: ids of the spans seen (bounded; None past the bound), so that a
-        # late part of the trace can tell a parent seen earlier from one missing from the input.
-        self.seen: Optional[AbstractSet[str]] = NO_IDS  # a set from the first id on (Engine._seen)
         self.last_call_ns = 0  # the latest start of a call judged so far
         # Tool name -> parameter names, from the tool definitions recorded on the spans of this
         # episode that have ended (model steps, agents): what binds a bare-value argument to its

@@ -231,7 +231,8 @@ class EpisodeLifecycle(Verdicts):
 
     @staticmethod
     def _seen(ep: Episode, span_id: str) -> None:
-        seen = ep.seen
+        more = ep.more  # ep.seen (a Rare field), read directly: once per span of an assembled trace
+        seen = NO_IDS if more is None else more.seen
         if seen is NO_IDS:
             ep.seen = {span_id}  # made at the first id: most episodes are never fed as assembled traces
         elif seen is not None:

@@ -179,9 +179,10 @@ class ViewMore:
 
 
 class Rare(Generic[T]):
-    """A field of an :class:`EpisodeView` (or episode) that is usually at its default: kept in its
-    side record (``more``, made by ``more_type`` at the first other value), so that an open
-    episode does not hold a place for it. Read and written as a plain attribute."""
+    """A field of an :class:`EpisodeView` (or episode, or a rule's state) that is usually at its
+    default: kept in its holder's side record (its ``more`` slot, made by its ``more_type`` at the
+    first other value), so that an open episode does not hold a place for it. Read and written as a
+    plain attribute (about 0.1 µs a read: for fields off the per-call path)."""
 
     __slots__ = ("name", "default")
 
@@ -196,15 +197,15 @@ class Rare(Generic[T]):
     def __get__(self, obj: None, owner: type) -> Rare[T]: ...
 
     @overload
-    def __get__(self, obj: EpisodeView, owner: type) -> T: ...
+    def __get__(self, obj: object, owner: type) -> T: ...
 
-    def __get__(self, obj: Optional[EpisodeView], owner: type) -> Any:
+    def __get__(self, obj: Any, owner: type) -> Any:
         if obj is None:
             return self
         more = obj.more
         return self.default if more is None else getattr(more, self.name)
 
-    def __set__(self, obj: EpisodeView, value: T) -> None:
+    def __set__(self, obj: Any, value: T) -> None:
         more = obj.more
         if more is None:
             if value is self.default:
