@@ -158,3 +158,30 @@ def test_repeats_and_cycles_are_reported_where_a_naive_count_over_the_whole_list
     run = drive(spec, [ok(n, {"q": a}) for n, a in calls])
     got = [(r.position, "cycle" if "completes the pattern" in r.failure.message else "repeat") for r in run.failures]
     assert got == _reference_failures(names, args, maximum, window, cycle_length)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(calls=st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 5)), max_size=60),
+       maximum=st.integers(1, 3), window=st.sampled_from([None, 2, 3, 5, 64, 65]), buckets=st.integers(1, 4))
+def test_calls_whose_keys_collide_can_only_make_the_rule_fail_never_pass(
+        calls: List[Tuple[str, int]], maximum: int, window: Optional[int], buckets: int) -> None:
+    """trace_no_repeat counts 64-bit keyed hashes (values.canonical_key), not the values: two different
+    calls may share a key. Forcing keys to collide (a few buckets) never removes a failure: wherever
+    the exact keys fail the rule, the colliding ones fail it at that call or earlier."""
+    from spanassert.assertions import loops
+    from spanassert.assertions.values import canonical_bytes
+
+    spec: Dict[str, Any] = {"type": "trace_no_repeat", "max": maximum, "cycle_length": 0}
+    if window is not None:
+        if window <= maximum:
+            return  # refused at load: it cannot fail
+        spec["window"] = window
+    episode = [ok(n, {"q": a}) for n, a in calls]
+    exact = drive(spec, episode)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(loops, "canonical_key", lambda v: bytes([sum(canonical_bytes(v)) % buckets]) * loops._DIGEST_SIZE)
+        coarse = drive(spec, episode)
+    if exact.failures:
+        assert coarse.failures and coarse.failures[0].position <= exact.failures[0].position
+        assert coarse.verdict == Verdict.FAILED
+    assert exact.verdict != Verdict.FAILED or coarse.verdict == Verdict.FAILED

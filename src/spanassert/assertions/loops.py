@@ -5,9 +5,10 @@ Two ways an agent goes round in circles, both judged incrementally:
 - *repeats*: the same tool with the same arguments (compared as canonical JSON: key order and
   whitespace do not matter) more than ``max`` times in the episode, or within any ``window``
   consecutive calls. Judged when a call's arguments are known (its span end), in that order, and
-  failed at the call that goes over. State: a 128-bit hash and a count per distinct call, at most
-  :data:`MAX_DISTINCT_CALLS` of them (episode-wide) or ``window`` of them (windowed); past the cap
-  new calls are not counted, and a pass becomes ``inconclusive``.
+  failed at the call that goes over. State: a 64-bit keyed hash (:func:`~.values.canonical_key`)
+  and a count per distinct call, at most :data:`MAX_DISTINCT_CALLS` of them (episode-wide) or
+  ``window`` of them (windowed); past the cap new calls are not counted, and a pass becomes
+  ``inconclusive``.
 - *cycles*: a short pattern of tool names (A-B, A-B-C, up to ``cycle_length`` calls, the pattern not
   itself a repetition) repeated back to back more than ``max`` times. Judged on names in the order
   calls end (as repeats are, so that the two never race: the live processor judges starts on the
@@ -25,14 +26,14 @@ from .call_checks import NO_FACTS, RareFacts, call_ref, calls_of, fail_first, se
 from .registry import register
 from .selectors import tool_fields, tool_selector
 from .steps import UNREACHABLE_BOUND, unreachable
-from .values import canonical_digest
+from .values import canonical_key
 
 # Distinct (tool, arguments) pairs remembered per episode when no window is set.
 MAX_DISTINCT_CALLS = 4096
 MAX_WINDOW = 10_000
 MAX_CYCLE_LENGTH = 8
 _SMALL = 64  # windows up to this many calls are packed in one bytearray
-_DIGEST_SIZE = 16  # bytes of a canonical_digest
+_DIGEST_SIZE = 8  # bytes of a canonical_key
 
 
 def _ordinal(n: int) -> str:
@@ -59,7 +60,7 @@ class NoRepeatState:
         # The episode-wide counts, or a large window's; a small window counts in `recent` itself.
         self.counts: Optional[Dict[bytes, int]] = None if small else {}
         # The digests of the last `window` calls: a small window's packed in one bytearray of
-        # `window` 16-byte places, filled in turn (a ring), a large one's in a deque (its first block
+        # `window` 8-byte places, filled in turn (a ring), a large one's in a deque (its first block
         # is about 600 bytes per episode).
         self.recent: Union[bytearray, Deque[bytes], None] = (
             None if not window else bytearray(window * _DIGEST_SIZE) if small else deque())
@@ -74,7 +75,7 @@ class NoRepeatState:
 
 
 def _occurrences(packed: bytearray, key: bytes, end: int) -> int:
-    """How many of the 16-byte digests packed in ``packed[:end]`` are ``key``."""
+    """How many of the 8-byte keys packed in ``packed[:end]`` are ``key``."""
     n = 0
     pos = packed.find(key, 0, end)
     while pos != -1:
@@ -203,7 +204,7 @@ class NoRepeatAssertion(Assertion):
             state.undecided += 1
             return None
         state.checked += 1
-        key = canonical_digest([call.name, call.arguments])
+        key = canonical_key([call.name, call.arguments])
         recent = state.recent
         if isinstance(recent, bytearray):
             # The ring's places in use hold the digests of the last min(checked, window) calls.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import struct
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 # A walk stops after this many leaves or this depth; the caller learns it was cut.
@@ -86,9 +87,17 @@ def canonical_bytes(value: Any) -> bytes:
     return out
 
 
-def canonical_digest(value: Any) -> bytes:
-    """A 128-bit hash of :func:`canonical_bytes`."""
-    return _blake2b(canonical_bytes(value), digest_size=16).digest()
+_pack_key = struct.Struct("<q").pack
+
+
+def canonical_key(value: Any) -> bytes:
+    """Eight bytes per value, equal for values whose :func:`canonical_bytes` are equal: Python's
+    own hash of them (SipHash, keyed at random per process), what ``trace_no_repeat`` counts
+    instead of recorded values. Two different values share a key about once in 2**64 pairs (under
+    one in 10**12 for the 4,096 distinct calls an episode counts at most); a rule that counts keys
+    then counts them as one call, which can make it fail, never pass. About a fifth of the cost of
+    a 128-bit blake2b digest of the same bytes, and half its size in the rule's state."""
+    return _pack_key(hash(canonical_bytes(value)))
 
 
 def parse_path(path: Optional[str]) -> Tuple[str, ...]:
@@ -204,7 +213,7 @@ __all__ = [
     "PATH_SCHEMA",
     "Walk",
     "canonical_json",
-    "canonical_digest",
+    "canonical_key",
     "canonical_bytes",
     "digest",
     "parse_path",
