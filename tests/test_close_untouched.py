@@ -288,3 +288,65 @@ def test_an_untouched_rule_keeps_no_state_after_the_close_and_a_late_call_makes_
     assert late is not None and "must-not" in [v.test_id for v in late.violations]
     i = next(s.index for s in ep.plan.slots if s.test.id == "must-not" and s.assertion.index == 0)
     assert ep.states[i] is not NO_STATE
+
+
+def test_an_episode_result_filled_in_order_is_the_keyword_built_one() -> None:
+    from dataclasses import fields
+
+    from spanassert.core.results import EpisodeResult, assertion_result, episode_result
+    from spanassert.core.model import Verdict
+
+    results = [assertion_result("t", "trace_must_call_tool", 0, None, Verdict.PASSED, "m", None, "error", False)]
+    incomplete = ["root not seen"]
+    values: Dict[str, Any] = dict(key="k", trace_id="t", root_span_id="r", root_name="invoke_agent a", agent="a",
+                                  service="s", close_reason=CloseReason.IDLE, results=results, call_count=3,
+                                  step_count=4, unreadable_calls=1, late=True, incomplete=incomplete, amendment=True)
+    assert [f.name for f in fields(EpisodeResult)] == list(values), "episode_result() must fill every field"
+    fast = episode_result(*values.values())
+    slow = EpisodeResult(**values)
+    assert type(fast) is EpisodeResult and fast.to_dict() == slow.to_dict() and repr(fast) == repr(slow)
+    assert fast.incomplete == incomplete and fast.incomplete is not incomplete  # a copy, as __post_init__ makes
+    assert episode_result(*{**values, "incomplete": None}.values()).incomplete == []
+
+
+def test_every_rule_that_reads_the_final_output_declares_it() -> None:
+    """The engine reads the final output off the root's span only for a plan with a rule that
+    declares NEED_FINAL_OUTPUT: a rule reading it (or its embeddings) without saying so would see
+    none."""
+    from spanassert.assertions.base import NEED_FINAL_OUTPUT
+
+    readers = set()
+    scans_output = load_config("version: 1\ntests:\n  - id: t\n    assertions: "
+                               "[{type: trace_no_sensitive_data, detectors: [email], in: [output]}]\n")
+    for where, a in _declared() + [("inline", scans_output.tests[0].trace_assertions[0])]:
+        for reason in (CloseReason.ROOT_ENDED, CloseReason.IDLE):
+            view = _views(True, reason, None)[1]
+            a.on_close(a.new_state(), view)
+            read = object.__getattribute__(view, "_read")
+            if read & {"final_output", "final_output_state", "embeddings"}:
+                readers.add(a.type_name)
+                assert NEED_FINAL_OUTPUT in a.needs, f"{where} reads the final output without declaring it"
+    assert {"trace_no_sensitive_data", "must_contain"} <= readers, readers
+
+
+def test_the_final_output_is_read_off_the_root_only_when_a_rule_needs_it(monkeypatch: Any) -> None:
+    from spanassert.mapping import Mapper
+
+    calls: List[str] = []
+    read = Mapper.final_output
+    monkeypatch.setattr(Mapper, "final_output", lambda self, *a: (calls.append("read"), read(self, *a))[1])
+    for rules, wanted in (("[{type: trace_must_call_tool, tool: x}]", False),
+                          ("[{type: trace_no_sensitive_data, detectors: [email], in: [output]}]", True)):
+        config = load_config(f"version: 1\ntests:\n  - id: t\n    assertions: {rules}\n")
+        sink = _Recording()
+        engine = Engine(config, sink)
+        tid, root = "ab" * 16, "00000000000000aa"
+        agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a",
+                 "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
+                     {"type": "text", "content": "mail me@example.com"}]}])}
+        engine.start_span(tid, root, None, "invoke_agent a", agent, 1)
+        engine.end_span(tid, root, None, "invoke_agent a", agent, 1, 5, is_local_root=True)
+        assert bool(calls) is wanted
+        calls.clear()
+        if wanted:
+            assert "email" in sink.out[-1][1] and '"failed"' in sink.out[-1][1]

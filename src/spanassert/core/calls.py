@@ -421,6 +421,8 @@ class CallsAndSteps(Verdicts):
         self.sink.unreadable(reason, tool)
 
     def _record_final_output(self, ep: Episode, attributes: Mapping[str, Any], events: Sequence[Any]) -> None:
+        if not ep.plan.reads_output:
+            return  # no rule of the episode reads it (the rules declare it: NEED_FINAL_OUTPUT)
         out = self.mapper.final_output(attributes, events)
         if out is not None:
             ep.final_output = out

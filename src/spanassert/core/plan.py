@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..assertions.base import NEED_ARGUMENTS, NEED_RESULT, Assertion
+from ..assertions.base import NEED_ARGUMENTS, NEED_FINAL_OUTPUT, NEED_RESULT, Assertion
 from ..config.model import Config, TestCase
 
 _MAX_PATTERN_PLANS = 4096  # tool names whose `tool_pattern` dispatch is remembered per plan
@@ -56,7 +56,7 @@ class Plan:
 
     __slots__ = ("slots", "by_tool", "any_tool", "step_slots", "step_end_slots", "time_slots", "excluded",
                  "tool_plans", "_other_tools", "_pattern_slots",
-                 "reads_args", "time_quiet_ns")
+                 "reads_args", "reads_output", "time_quiet_ns")
 
     def __init__(self, slots: List[Slot], excluded: List[TestCase]) -> None:
         self.slots = slots
@@ -105,6 +105,9 @@ class Plan:
         self._other_tools = ToolPlan(slots, self.any_tool)
         # Whether some rule reads arguments: only then are tool definitions read off spans.
         self.reads_args = any(NEED_ARGUMENTS in s.assertion.needs for s in slots)
+        # Whether some rule reads the episode's final output (or the embeddings recorded with it):
+        # only then is it read off the root's span.
+        self.reads_output = any(NEED_FINAL_OUTPUT in s.assertion.needs for s in slots)
 
     def tool_plan(self, name: str) -> ToolPlan:
         plan = self.tool_plans.get(name)

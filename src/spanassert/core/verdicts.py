@@ -13,7 +13,7 @@ from ..assertions.base import NEED_RESULT
 from .episode import INCOMPLETE_ROOT_NOT_SEEN, NO_STATE, OUT_OF_ORDER, Episode, Sink
 from .model import CloseReason, EpisodeView, Failure, Outcome, ToolCall, Verdict
 from .plan import Plan, Slot
-from .results import AssertionResult, EpisodeResult, Violation, assertion_result
+from .results import AssertionResult, EpisodeResult, Violation, assertion_result, episode_result
 
 # Enum members read once (reading one off its class costs a descriptor call each time).
 _PASSED, _FAILED, _NOT_APPLICABLE = Verdict.PASSED, Verdict.FAILED, Verdict.NOT_APPLICABLE
@@ -119,12 +119,11 @@ class Verdicts:
                         late: bool = False) -> EpisodeResult:
         view = ep
         assert view.close_reason is not None
-        result = EpisodeResult(
-            key=ep.key, trace_id=ep.trace_id, root_span_id=view.root_span_id, root_name=view.root_name,
-            agent=view.agent, service=view.service, close_reason=view.close_reason, results=results,
-            call_count=view.call_count, step_count=view.step_count, unreadable_calls=view.unreadable_calls,
-            incomplete=view.incomplete or [], amendment=amendment, late=late,
-        )
+        more = view.more  # unreadable calls and what is incomplete: at their default without it
+        result = episode_result(
+            ep.key, ep.trace_id, view.root_span_id, view.root_name, view.agent, view.service, view.close_reason,
+            results, view.call_count, view.step_count, 0 if more is None else more.unreadable_calls, late,
+            None if more is None else more.incomplete, amendment)
         ep.result = result
         return result
 
