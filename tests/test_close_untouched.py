@@ -350,3 +350,13 @@ def test_the_final_output_is_read_off_the_root_only_when_a_rule_needs_it(monkeyp
         calls.clear()
         if wanted:
             assert "email" in sink.out[-1][1] and '"failed"' in sink.out[-1][1]
+
+
+def test_the_worst_verdict_is_the_highest_ranked_one() -> None:
+    from spanassert.core.model import VERDICT_RANK, Verdict, worst
+
+    rng = random.Random(5)
+    for _ in range(3000):
+        verdicts = [rng.choice(list(Verdict)) for _ in range(rng.randint(0, 25))]
+        naive = max(verdicts, key=VERDICT_RANK.__getitem__) if verdicts else Verdict.NOT_APPLICABLE
+        assert worst(verdicts) is naive, verdicts

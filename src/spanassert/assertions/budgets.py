@@ -220,6 +220,7 @@ class MaxDurationAssertion(Assertion):
         except ValueError as exc:
             ctx.error("E_CFG_DURATION", str(exc), field="max", hint="e.g. `max: 90` or `max: \"5m\"`")
         self.max_ns = self.max_s * 1e9
+        self.max_text = format_seconds(self.max_s)  # as messages give it (every close does)
         self.time_quiet_ns = self.max_ns  # on_time says nothing while the span time is within max
 
     def ineffective_reason(self) -> Optional[str]:
@@ -245,7 +246,7 @@ class MaxDurationAssertion(Assertion):
         took = 0.0
         if episode.start_ns is not None and episode.end_ns is not None:
             took = (episode.end_ns - episode.start_ns) / 1e9
-        seen = f"{format_seconds(took)} of span time; max {format_seconds(self.max_s)}"
+        seen = f"{format_seconds(took)} of span time; max {self.max_text}"
         return within_bound(state.over or took > self.max_s, seen, episode)
 
 

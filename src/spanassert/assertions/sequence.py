@@ -57,6 +57,7 @@ class _Matcher:
 
     def __init__(self, expected: List[str]) -> None:
         self.expected = list(expected)
+        self.names = _names(self.expected)  # how messages name the list (made once: every close names it)
 
     def new_state(self) -> SequenceState:
         return SequenceState()
@@ -82,31 +83,31 @@ class ExactMatcher(_Matcher):
                 return (f"`{call.name}` called at {call_ref(call)}; the expected sequence is empty, so no tool may be "
                         "called")
             return (f"`{call.name}` called at {call_ref(call)}, beyond the {n} call(s) of the exact sequence "
-                    f"{_names(self.expected)}")
+                    f"{self.names}")
         want = self.expected[pos]
         if call.name != want:
             return (
-                f"`{call.name}` called at {call_ref(call)}; the exact sequence {_names(self.expected)} "
+                f"`{call.name}` called at {call_ref(call)}; the exact sequence {self.names} "
                 f"expects `{want}` as call {pos + 1} of {n}"
             )
         return None
 
     def on_close(self, state: SequenceState, episode: EpisodeView) -> Outcome:
         if state.first_failure is not None:
-            return Outcome.failed(f"the calls deviate from {_names(self.expected)} at {state.first_failure}")
+            return Outcome.failed(f"the calls deviate from {self.names} at {state.first_failure}")
         n = len(self.expected)
         if state.pos < n:
-            seen = (f"{state.pos} of the {n} call(s) of {_names(self.expected)} made; next expected "
+            seen = (f"{state.pos} of the {n} call(s) of {self.names} made; next expected "
                     f"`{self.expected[state.pos]}`")
             if not episode.decidable:
                 return Outcome.inconclusive(f"{seen}, but {unfinished(episode)}")
             return Outcome.failed(seen)
         if not episode.decidable:
             # More calls could have followed and broken the equality.
-            return Outcome.inconclusive(f"the calls equal {_names(self.expected)} so far, but {unfinished(episode)}")
+            return Outcome.inconclusive(f"the calls equal {self.names} so far, but {unfinished(episode)}")
         if n == 0:
             return Outcome.passed("no tool was called")
-        return Outcome.passed(f"the calls are exactly {_names(self.expected)}")
+        return Outcome.passed(f"the calls are exactly {self.names}")
 
 
 class PrefixMatcher(_Matcher):
@@ -120,19 +121,19 @@ class PrefixMatcher(_Matcher):
         want = self.expected[pos]
         if call.name != want:
             return (
-                f"`{call.name}` called at {call_ref(call)}; the calls must start with {_names(self.expected)}, "
+                f"`{call.name}` called at {call_ref(call)}; the calls must start with {self.names}, "
                 f"which expects `{want}` as call {pos + 1}"
             )
         return None
 
     def on_close(self, state: SequenceState, episode: EpisodeView) -> Outcome:
         if state.first_failure is not None:
-            return Outcome.failed(f"the calls do not start with {_names(self.expected)}: deviation at "
+            return Outcome.failed(f"the calls do not start with {self.names}: deviation at "
                                   f"{state.first_failure}")
         n = len(self.expected)
         if state.pos >= n:
-            return Outcome.passed(f"the calls start with {_names(self.expected)}")
-        seen = (f"only {state.pos} of the {n} expected first call(s) {_names(self.expected)} made; next expected "
+            return Outcome.passed(f"the calls start with {self.names}")
+        seen = (f"only {state.pos} of the {n} expected first call(s) {self.names} made; next expected "
                 f"`{self.expected[state.pos]}`")
         if not episode.decidable:
             return Outcome.inconclusive(f"{seen}, but {unfinished(episode)}")
@@ -150,10 +151,10 @@ class OrderedMatcher(_Matcher):
     def on_close(self, state: SequenceState, episode: EpisodeView) -> Outcome:
         n = len(self.expected)
         if state.pos >= n:
-            return Outcome.passed(f"{_names(self.expected)} called in order")
+            return Outcome.passed(f"{self.names} called in order")
         after = f" after `{self.expected[state.pos - 1]}`" if state.pos else ""
         seen = (
-            f"{state.pos} of the {n} tool(s) of {_names(self.expected)} called in order; "
+            f"{state.pos} of the {n} tool(s) of {self.names} called in order; "
             f"`{self.expected[state.pos]}` not called{after}"
         )
         if not episode.decidable:
@@ -175,7 +176,7 @@ class SubsetMatcher(_Matcher):
     def on_close(self, state: SequenceState, episode: EpisodeView) -> Outcome:
         assert isinstance(state, SubsetState)
         if not state.missing:
-            return Outcome.passed(f"every tool of {_names(self.expected)} called")
+            return Outcome.passed(f"every tool of {self.names} called")
         missing = [name for name in dict.fromkeys(self.expected) if name in state.missing]
         seen = "never called: " + ", ".join(f"`{m}`" for m in missing)
         if not episode.decidable:
@@ -212,12 +213,12 @@ class SuffixMatcher(_Matcher):
         if not episode.decidable:
             return Outcome.inconclusive(f"the calls so far end with {_names(seen)}, but {unfinished(episode)}")
         if seen == self.expected:
-            return Outcome.passed(f"the calls end with {_names(self.expected)}")
+            return Outcome.passed(f"the calls end with {self.names}")
         if state.last_index < 0:
-            return Outcome.failed(f"no tool was called; the calls must end with {_names(self.expected)}")
+            return Outcome.failed(f"no tool was called; the calls must end with {self.names}")
         last = f"call #{state.last_index + 1}" + (f" (span {state.last_span})" if state.last_span else "")
         return Outcome.failed(
-            f"the calls end with {_names(seen)} (last: {last}); they must end with {_names(self.expected)}",
+            f"the calls end with {_names(seen)} (last: {last}); they must end with {self.names}",
             span_id=state.last_span,
         )
 
