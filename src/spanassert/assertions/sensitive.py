@@ -234,14 +234,22 @@ class NoSensitiveDataAssertion(Assertion):
             hit, complete = self._find(call, "arguments", call.arguments, call.arguments_text)
             if hit is not None:
                 return self._found(state, call, "arguments", hit)
-            state.clear_at_start(call, complete)
+            if state.cleared_call is None:
+                state.cleared_call, state.cleared_complete = call, complete  # clear_at_start, the common case
+            else:
+                state.clear_at_start(call, complete)
         return None
 
     def on_call_end(self, state: SensitiveState, call: ToolCall) -> Optional[Failure]:
         if state.open:
             state.open -= 1
         failure: Optional[Failure] = None
-        cleared = state.cleared(call)
+        cleared: Optional[bool]
+        if state.cleared_call is call:  # state.cleared(call), the common case
+            state.cleared_call = None
+            cleared = state.cleared_complete
+        else:
+            cleared = state.cleared(call)
         if self.scan_args:
             if cleared is not None and call.args_at_start:
                 # The same arguments, scanned at start: counted as the scan at the end would.
