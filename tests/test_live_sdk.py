@@ -11,10 +11,12 @@ from typing import Any, Dict, List
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
 import spanassert.live as live_pkg
 from spanassert import AssertionSpanProcessor, load_config
 from spanassert.live import sdk
+from spanassert.mapping.conventions import surely_other
 
 RULES = """\
 version: 1
@@ -121,11 +123,22 @@ def test_a_public_only_span_is_read_through_the_public_api() -> None:
     assert sdk.end_time(view) == sdk.end_time(span) and sdk.status_code(view) == sdk.status_code(span) == 0
     assert list(sdk.events(view)) == list(sdk.events(span)) == []
     assert dict(sdk.resource_attributes(view)) == dict(sdk.resource_attributes(span))
-    # The combined reads give what the single ones give, from the private fields and without them.
+    # The combined reads give what the single ones give, from the private fields and without them,
+    # for a root, a child and a span whose parent is remote.
+    ctx = sdk.context(span)
     for s in (span, view):
-        ctx, attrs, name, parent = sdk.fields(s)
-        assert (ctx, dict(attrs), name, parent) == (sdk.context(span), {"gen_ai.tool.name": "t"}, "execute_tool t", None)
+        tid, sid, attrs, name, pid, remote = sdk.head(s)
+        assert (tid, sid, dict(attrs), name, pid, remote) == (
+            ctx.trace_id, ctx.span_id, {"gen_ai.tool.name": "t"}, "execute_tool t", None, False)
         assert sdk.timing(s) == (sdk.start_time(span), sdk.end_time(span), 0, ())
+    for is_remote in (False, True):
+        up = SpanContext(ctx.trace_id, 0x1234, is_remote, TraceFlags(1))
+        child = tp.get_tracer("x").start_span("db", context=set_span_in_context(NonRecordingSpan(up)))
+        child.end()
+        for s in (child, PublicOnly(child)):
+            head = sdk.head(s)
+            assert head[:2] == (ctx.trace_id, sdk.context(child).span_id) and head[3:] == ("db", 0x1234, is_remote)
+            assert type(head[5]) is bool
 
 
 def test_the_attributes_read_are_the_plain_dict_behind_the_sdks_mapping() -> None:
@@ -133,9 +146,9 @@ def test_the_attributes_read_are_the_plain_dict_behind_the_sdks_mapping() -> Non
     KeyError per absent key): the processor and the engine read the dict behind it."""
     tp = TracerProvider()
     span = tp.get_tracer("x").start_span("chat m", attributes={"gen_ai.operation.name": "chat"})
-    assert type(sdk.attributes(span)) is dict and type(sdk.fields(span)[1]) is dict
+    assert type(sdk.attributes(span)) is dict and type(sdk.head(span)[2]) is dict
     span.set_attribute("gen_ai.usage.input_tokens", 3)  # set after start: seen through the same dict
-    assert sdk.fields(span)[1] == {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 3}
+    assert sdk.head(span)[2] == {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 3}
     span.end()
     assert sdk.attributes(span) == dict(span.attributes)
 
@@ -150,3 +163,52 @@ def test_no_other_live_module_reads_a_private_span_field() -> None:
             if isinstance(node, ast.Attribute) and node.attr in sdk.PRIVATE_FIELDS:
                 offenders.append(f"{path.name}:{node.lineno}: .{node.attr}")
     assert offenders == []
+
+
+def test_the_fast_path_answers_only_for_a_plain_local_span_of_a_trace_no_episode_follows() -> None:
+    """sdk.untracked_plain (on_start's and on_end's first question) is True only when every
+    condition holds; any other span is read in full."""
+    tp = TracerProvider()
+    tracer = tp.get_tracer("x")
+    plain = tracer.start_span("db.query", attributes={"db.system": "postgresql"})
+    genai = tracer.start_span("chat m", attributes={"gen_ai.operation.name": "chat"})
+    named = tracer.start_span("execute_tool lookup")
+    up = SpanContext(0xABC, 0x1234, True, TraceFlags(1))
+    remote = tracer.start_span("GET /", context=set_span_in_context(NonRecordingSpan(up)))
+    local = tracer.start_span("GET /", context=set_span_in_context(plain))
+    tid, sid = sdk.head(plain)[:2]
+    assert sdk.untracked_plain(plain, set(), frozenset(), surely_other)
+    assert sdk.untracked_plain(local, set(), frozenset(), surely_other)
+    assert not sdk.untracked_plain(plain, {tid}, frozenset(), surely_other)  # its trace is followed
+    assert not sdk.untracked_plain(plain, set(), {sid}, surely_other)  # its parent link is remembered
+    assert not sdk.untracked_plain(remote, set(), frozenset(), surely_other)  # its root is elsewhere
+    assert not sdk.untracked_plain(genai, set(), frozenset(), surely_other)
+    assert not sdk.untracked_plain(named, set(), frozenset(), surely_other)
+    assert not sdk.untracked_plain(PublicOnly(plain), set(), frozenset(), surely_other)  # no private fields
+    genai.set_attribute("x", 1)
+    plain.set_attribute("gen_ai.operation.name", "invoke_agent")  # a marker set after its start
+    assert not sdk.untracked_plain(plain, set(), frozenset(), surely_other)
+
+
+def test_a_plain_child_ending_after_its_episode_closed_still_drops_its_parent_link() -> None:
+    """The fast path skips a span whose id the processor remembers (a plain child of a followed
+    trace): its end still removes the entry, also when the episode closed meanwhile."""
+    exporter = InMemorySpanExporter()
+    rules = RULES.replace("tests:", "episodes: {late_window: 1}\ntests:", 1)
+    proc = AssertionSpanProcessor(load_config(rules), export=SimpleSpanProcessor(exporter), tick_interval=0,
+                                  background=False)
+    tp = TracerProvider()
+    tp.add_span_processor(proc)
+    tracer = tp.get_tracer("x")
+    agent = {"gen_ai.operation.name": "invoke_agent"}
+    with tracer.start_as_current_span("invoke_agent a", attributes=agent) as first:
+        child = tracer.start_span("POST /v1/chat", attributes={"http.method": "POST"})
+        assert len(proc._links) == 1
+    with tracer.start_as_current_span("invoke_agent b", attributes=agent):
+        pass
+    # Both episodes closed, and the first trace was let go (late_window: 1).
+    assert sdk.head(first)[0] not in proc._tracked and len(proc._tracked) == 1
+    child.end()
+    assert not proc._links
+    assert [s.name for s in exporter.get_finished_spans()] == ["invoke_agent a", "invoke_agent b", "POST /v1/chat"]
+    tp.shutdown()

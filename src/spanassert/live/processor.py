@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
@@ -49,10 +49,7 @@ PathOrConfig = Union[Config, str, "os.PathLike[str]"]
 DEFAULT_MAX_QUEUE_SIZE = 65_536
 DEFAULT_MAX_QUEUE_BYTES = 32 * 1024 * 1024
 _MAX_POSITIONED = 1 << 20
-
-
-def _never(name: str, attributes: Mapping[str, Any]) -> bool:  # noqa: ARG001 -- surely_other's signature
-    return False
+NO_SPANS: FrozenSet[int] = frozenset()
 
 
 class AssertionSpanProcessor(Runtime, SpanProcessor):
@@ -142,7 +139,12 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
         self._sink = LiveSink(self._tracked, self._remote, **self._telemetry_args)
         self.engine = Engine(self.config, self._sink)
         self._role = self.engine.mapper.role
-        self._surely_other = _never if self.engine.mapper.has_rules else surely_other
+        # Without mapping rules of the user's, the built-in conventions' one-scan test (surely_other)
+        # decides most plain spans before the mapper is asked.
+        self._conventions = not self.engine.mapper.has_rules
+        # The fast path of on_start and on_end (sdk.untracked_plain) applies: with an export (without
+        # one, a root span is remembered for the events written on it) and the conventions' test.
+        self._quick = self._conventions and bool(self._export)
         self._marked_role = self.engine.mapper.marked_role
         self._roots = LiveRoots()  # used only without a wrapped exporter
         self._positioned: Dict[int, int] = {}  # span id -> AT_START_* (background mode)
@@ -155,65 +157,64 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
     def on_start(self, span: Span, parent_context: Any = None) -> None:
         items: Optional[List[Any]] = None
         try:
-            # This runs for every span the app creates: the SDK span's own fields (see sdk).
-            ctx, attrs, name, parent = sdk.fields(span)
-            role = ROLE_OTHER if self._surely_other(name, attrs) else self._marked_role(name, attrs)
-            tid = ctx.trace_id
+            # This runs for every span the app creates. Most are plain spans of traces no episode
+            # follows: one call answers for them, and nothing else is done.
+            if self._quick and sdk.untracked_plain(span, self._tracked, NO_SPANS, surely_other):
+                return
+            tid, sid, attrs, name, pid, remote = sdk.head(span)
+            role = ROLE_OTHER if self._conventions and surely_other(name, attrs) else self._marked_role(name, attrs)
             if role == ROLE_OTHER:
                 if tid not in self._tracked:
-                    if parent is not None and parent.is_remote:
+                    if remote:
                         # The trace's root is in another process: remembered for an episode that
                         # may open below this span (see remote).
                         if not self._remote.started(tid):
                             self._sink.overflow(OVERFLOW_REMOTE_PARENTS)
                         if not self._export:
-                            self._roots.add(ctx.span_id, span)
-                    elif not self._export and parent is None:
-                        self._roots.add(ctx.span_id, span)
+                            self._roots.add(sid, span)
+                    elif pid is None and not self._export:
+                        self._roots.add(sid, span)
                     return
-                if self._export and parent is not None and not parent.is_remote:
+                if pid is not None and not remote and self._export:
                     # A plain child span of a followed trace (an HTTP call to the model's API, a
                     # database call): its parent link, for a GenAI span that may start below it,
                     # is all the engine would keep of it, and only that span needs it.
                     links = self._links
                     if len(links) >= _MAX_POSITIONED:
                         links.clear()  # spans that never ended; children below them lose their agent
-                    links[ctx.span_id] = parent.span_id
+                    links[sid] = pid
                     return
-            items = self._start_in_engine(span, ctx, attrs, name, role, parent)
+            items = self._start_in_engine(span, tid, sid, attrs, name, role, pid, remote)
         except Exception as exc:  # noqa: BLE001 - never raise into the application
             self._sink.internal_error("on_start", exc)
         if items:
             # After the engine lock is released, before start_span returns.
             self._sink.run_deferred(items)
 
-    def _start_in_engine(self, span: Span, ctx: Any, attrs: Mapping[str, Any], name: str, role: int,
-                         parent: Any) -> List[Any]:
-        tid = ctx.trace_id
+    def _start_in_engine(self, span: Span, tid: int, sid: int, attrs: Mapping[str, Any], name: str, role: int,
+                         pid: Optional[int], remote: bool) -> List[Any]:
         with self._lock:
             self._sink.deferred = []
             if self._queue.barriers and self._queue.has_barrier(tid):
                 self._run_queue(tid)
             remote_count = 0
-            if parent is not None:
-                if parent.is_remote:
-                    # Counted in the engine's order (after the queued ends of its trace ran).
-                    remote_count = self._remote.started(tid)
-                    if not remote_count:
-                        self._sink.overflow(OVERFLOW_REMOTE_PARENTS)
-                        remote_count = 1  # at least this one
-                elif self._links and parent.span_id in self._links:
-                    self._link(tid, parent.span_id)
+            if remote:
+                # Counted in the engine's order (after the queued ends of its trace ran).
+                remote_count = self._remote.started(tid)
+                if not remote_count:
+                    self._sink.overflow(OVERFLOW_REMOTE_PARENTS)
+                    remote_count = 1  # at least this one
+            elif pid is not None and self._links and pid in self._links:
+                self._link(tid, pid)
             # Only without a wrapped exporter are start-time violations written on the span here
             # (with one, they travel on the exported copy); no list is allocated otherwise.
             current: Optional[List[Violation]] = None if self._export else []
             self._sink.current = current
             try:
                 positioned = self.engine.start_span(
-                    self._trace_hex(tid), format(ctx.span_id, "016x"),
-                    format(parent.span_id, "016x") if parent is not None else None,
+                    self._trace_hex(tid), format(sid, "016x"), format(pid, "016x") if pid is not None else None,
                     name, attrs, sdk.start_time(span) or time.time_ns(), sdk.resource_attributes(span), role,
-                    parent is None or parent.is_remote,
+                    pid is None or remote,
                 )
             finally:
                 self._sink.current = None
@@ -226,13 +227,13 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
                 if len(marks) >= _MAX_POSITIONED:
                     marks.clear()  # spans that never ended; their ends then count as barriers (safe)
                 if role == ROLE_OTHER:
-                    marks[ctx.span_id] = AT_START_OTHER
+                    marks[sid] = AT_START_OTHER
                 elif positioned:
-                    marks[ctx.span_id] = AT_START_AGENT if role == ROLE_AGENT else AT_START_PLACED
+                    marks[sid] = AT_START_AGENT if role == ROLE_AGENT else AT_START_PLACED
             if current is not None:
-                if role != ROLE_OTHER and (parent is None or parent.is_remote or
+                if role != ROLE_OTHER and (pid is None or remote or
                                            self.engine.by_trace.get(self._trace_hex(tid)) is not None):
-                    self._roots.add(ctx.span_id, span)
+                    self._roots.add(sid, span)
                 self._roots.write_at_start(span, current)
             return self._sink.take_deferred()
 
@@ -258,28 +259,30 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
         out: Optional[SpanOutcome] = None
         items: Optional[List[Any]] = None
         try:
-            # Fast path, inline: a span of a trace we do not follow that is no GenAI span.
-            ctx, attrs, name, parent = sdk.fields(span)
-            tid = ctx.trace_id
-            if self._links:
-                sid = ctx.span_id
-                if sid in self._links:
-                    if self._surely_other(name, attrs) or self._marked_role(name, attrs) == ROLE_OTHER:
-                        # A plain child span that no GenAI span started below: the engine never
-                        # needed it (its end is no activity of the episode), so it is only exported,
-                        # now unless an end of its trace waits to be (the export keeps end order).
-                        self._links.pop(sid, None)
-                        if not (self._background and self._queue.traces.get(tid)):
-                            self._forward(span, None)
-                            return
-                    else:
-                        # Recognised only now (its markers were set after start): the engine first
-                        # gets its start and its ancestry, then its end as for any other span.
-                        with self._lock:
-                            self._link(tid, sid)
+            # Fast path: a plain span of a trace no episode follows is only handed on (as on_start).
+            if self._quick and sdk.untracked_plain(span, self._tracked, self._links, surely_other):
+                self._forward(span, None)
+                return
+            tid, sid, attrs, name, pid, remote = sdk.head(span)
+            links = self._links
+            if links and sid in links:
+                if self._plain(name, attrs):
+                    # A plain child span that no GenAI span started below: the engine never
+                    # needed it (its end is no activity of the episode), so it is only exported,
+                    # now unless an end of its trace waits to be (the export keeps end order).
+                    links.pop(sid, None)
+                    if not (self._background and self._queue.traces.get(tid)):
+                        self._forward(span, None)
+                        return
+                else:
+                    # Recognised only now (its markers were set after start): the engine first
+                    # gets its start and its ancestry, then its end as for any other span.
+                    with self._lock:
+                        self._link(tid, sid)
             if (tid in self._tracked or not self._export
-                    or (not self._surely_other(name, attrs) and self._marked_role(name, attrs) != ROLE_OTHER)):
-                inline = self._background and self._other_child_inline(ctx.span_id, parent, tid, name, attrs)
+                    or not ((self._conventions and surely_other(name, attrs))
+                            or self._marked_role(name, attrs) == ROLE_OTHER)):
+                inline = self._background and self._other_child_inline(sid, pid, remote, tid, name, attrs)
                 if inline:
                     # A plain child span of a followed trace, with no end of its trace queued: its
                     # end is cheap to take in here, cheaper than handing it to the worker.
@@ -290,19 +293,24 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
                 else:
                     if self._background:
                         helped: List[Any] = []
-                        queued = self._enqueue(span, ctx.span_id, parent, tid, attrs, name, helped)
+                        queued = self._enqueue(span, sid, pid, remote, tid, attrs, name, helped)
                         if helped:
                             self._sink.run_deferred(helped)
                         if queued:
                             return
                     out, items = self._evaluate_end_locked(span)
-            elif parent is not None and (self._remote.traces or self._remote.lost) and parent.is_remote:
+            elif remote and (self._remote.traces or self._remote.lost):
                 self._remote.ended(tid, False)  # a trace no episode follows: forget it
         except Exception as exc:  # noqa: BLE001 -- the processor never raises into the application
             self._sink.internal_error("on_end", exc)
         self._forward(span, out)
         if items:
             self._sink.run_deferred(items)
+
+    def _plain(self, name: str, attributes: Mapping[str, Any]) -> bool:
+        """No GenAI span (by the conventions' quick test, else by the mapper)."""
+        return ((self._conventions and surely_other(name, attributes))
+                or self._marked_role(name, attributes) == ROLE_OTHER)
 
     def _forward(self, span: ReadableSpan, out: Optional[SpanOutcome]) -> None:
         to_send: ReadableSpan = span
@@ -320,7 +328,7 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
 
     def _deliver(self, span: ReadableSpan, out: SpanOutcome) -> ReadableSpan:
         if not self._export:
-            ep = self.engine.by_trace.get(self._trace_hex(sdk.context(span).trace_id))
+            ep = self.engine.by_trace.get(self._trace_hex(sdk.head(span)[0]))
             self._roots.write_after_end(span, out.violations, ep.view.root_span_id if ep is not None else None)
             return span
         events = [v for v in out.violations if not v.shadow]
@@ -333,36 +341,37 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
             self._roots.write_closed(results)
 
     def _evaluate_end(self, span: ReadableSpan) -> Optional[SpanOutcome]:
-        ctx, attrs, name, parent = sdk.fields(span)
+        tid, sid, attrs, name, pid, remote = sdk.head(span)
         if not self._export:
-            self._roots.discard(ctx.span_id)
-        if ctx.trace_id not in self._tracked:
+            self._roots.discard(sid)
+        if tid not in self._tracked:
             role = self._role(name, attrs)
             if role == ROLE_OTHER:
-                if parent is not None and parent.is_remote:
-                    self._remote.ended(ctx.trace_id, False)
+                if remote:
+                    self._remote.ended(tid, False)
                 return None
             # Recognised only now (its markers were set after start): position it at its end.
-            return self._engine_end(span, ctx, attrs, name, parent, role, start_first=True)
-        return self._engine_end(span, ctx, attrs, name, parent, None, start_first=False)
+            return self._engine_end(span, tid, sid, attrs, name, pid, remote, role, start_first=True)
+        return self._engine_end(span, tid, sid, attrs, name, pid, remote, None, start_first=False)
 
-    def _engine_end(self, span: ReadableSpan, ctx: Any, attrs: Mapping[str, Any], name: str, parent: Any,
-                    role: Optional[int], start_first: bool) -> Optional[SpanOutcome]:
-        tid = self._trace_hex(ctx.trace_id)
-        sid = format(ctx.span_id, "016x")
-        pid = format(parent.span_id, "016x") if parent is not None else None
+    def _engine_end(self, span: ReadableSpan, trace_id: int, span_id: int, attrs: Mapping[str, Any], name: str,
+                    parent_id: Optional[int], remote: bool, role: Optional[int], start_first: bool,
+                    ) -> Optional[SpanOutcome]:
+        tid = self._trace_hex(trace_id)
+        sid = format(span_id, "016x")
+        pid = format(parent_id, "016x") if parent_id is not None else None
         start, end, status, events = sdk.timing(span)
         start = start or 0
         end = end or start
         engine = self.engine
         if start_first:
             engine.start_span(tid, sid, pid, name, attrs, start, sdk.resource_attributes(span), role,
-                              parent is None or parent.is_remote)
+                              parent_id is None or remote)
         # A local root under a remote parent is no root of its episode: the trace's root is
         # elsewhere, and the episode ends when the trace's last such span here ends (below), as
         # replay ends it after the trace's last span.
-        out = engine.end_span(tid, sid, pid, name, attrs, start, end, status, events, parent is None)
-        if parent is not None and parent.is_remote and self._remote.ended(ctx.trace_id, ctx.trace_id in self._tracked):
+        out = engine.end_span(tid, sid, pid, name, attrs, start, end, status, events, parent_id is None)
+        if remote and self._remote.ended(trace_id, trace_id in self._tracked):
             closed = engine.end_trace(tid)
             if closed is not None:
                 self._deliver_closed([closed])

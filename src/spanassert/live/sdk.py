@@ -12,7 +12,7 @@ only the public API, and checks that no other module under ``live/`` reads a pri
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Container, Mapping, Optional, Sequence, Tuple
 
 from opentelemetry.trace import SpanContext, StatusCode
 
@@ -59,16 +59,44 @@ def parent(span: Any) -> Optional[SpanContext]:
         return span.parent  # type: ignore[no-any-return]  # span is Any: an SDK span or a look-alike
 
 
-def fields(span: Any) -> Tuple[SpanContext, Mapping[str, Any], str, Optional[SpanContext]]:
-    """The span's context, attributes, name and parent in one call (what the processor reads of
-    every span, at its start and at its end)."""
+def head(span: Any) -> Tuple[int, int, Mapping[str, Any], str, Optional[int], bool]:
+    """What the processor reads of every span, at its start and at its end, in one call: (trace id,
+    span id, attributes, name, parent span id or None, whether the parent is remote). The ids are
+    read from the SDK's ``SpanContext`` as the tuple it is: its ``trace_id``/``span_id``/``is_remote``
+    properties are Python functions, one call each (see docs/performance.md, "Live overhead")."""
     try:
         a = span._attributes._dict
-        if type(a) is dict:
-            return span._context, a, span._name, span._parent
+        c = span._context
+        p = span._parent
+        if type(a) is dict and type(c) is SpanContext:
+            if p is None:
+                return c[0], c[1], a, span._name, None, False
+            if type(p) is SpanContext:
+                return c[0], c[1], a, span._name, p[1], p[2]
     except AttributeError:
         pass
-    return context(span), attributes(span), name(span), parent(span)
+    ctx = context(span)
+    up = parent(span)
+    return (ctx.trace_id, ctx.span_id, attributes(span), name(span), None if up is None else up.span_id,
+            False if up is None else bool(up.is_remote))
+
+
+def untracked_plain(span: Any, traces: Container[int], spans: Container[int],
+                    plain: Callable[[str, Mapping[str, Any]], bool]) -> bool:
+    """The processor's fast path, for most spans of most applications: True for a span whose trace
+    is not in ``traces``, whose own id is not in ``spans``, whose parent is in this process (or that
+    has none), and that ``plain`` calls no GenAI span. False when any of these fails or cannot be
+    read cheaply (a span without the private fields): the caller then reads it in full (:func:`head`).
+    No tuple is built and no property is called: this runs twice for every span (see
+    docs/performance.md, "Live overhead")."""
+    try:
+        c = span._context
+        p = span._parent
+        return (type(c) is SpanContext and c[0] not in traces and c[1] not in spans
+                and (p is None or (type(p) is SpanContext and not p[2]))
+                and plain(span._name, span._attributes._dict))
+    except AttributeError:
+        return False
 
 
 def timing(span: Any) -> Tuple[Optional[int], Optional[int], int, Sequence[Any]]:
@@ -139,5 +167,6 @@ def instrumentation_info(span: Any) -> Any:
 PRIVATE_FIELDS = frozenset({"_context", "_name", "_attributes", "_dict", "_parent", "_start_time", "_end_time",
                             "_status", "_status_code", "_events", "_resource", "_instrumentation_info"})
 
-__all__ = ["EMPTY", "PRIVATE_FIELDS", "attributes", "context", "end_time", "events", "fields", "instrumentation_info",
-           "name", "parent", "resource_attributes", "start_time", "status_code", "timing"]
+__all__ = ["EMPTY", "PRIVATE_FIELDS", "attributes", "context", "end_time", "events", "head", "instrumentation_info",
+           "name", "parent", "resource_attributes", "start_time", "status_code", "timing",
+           "untracked_plain"]

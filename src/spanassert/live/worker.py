@@ -223,7 +223,6 @@ class QueuedEnds:
     _worker_gone: bool
     _positioned: Dict[int, int]  # span id -> AT_START_* (background mode)
     _marked_role: Callable[[str, Mapping[str, Any]], int]
-    _surely_other: Callable[[str, Mapping[str, Any]], bool]
 
     def _forward(self, span: ReadableSpan, out: Optional[SpanOutcome]) -> None:
         raise NotImplementedError  # the processor's: hand a span on to the wrapped processors
@@ -231,13 +230,16 @@ class QueuedEnds:
     def _evaluate_end(self, span: ReadableSpan) -> Optional[SpanOutcome]:
         raise NotImplementedError  # the processor's: give a span end to the engine
 
-    def _enqueue(self, span: ReadableSpan, sid: int, parent: Any, tid: int, attrs: Mapping[str, Any], name: str,
-                 helped: List[Any]) -> bool:
+    def _plain(self, name: str, attributes: Mapping[str, Any]) -> bool:
+        raise NotImplementedError  # the processor's: no GenAI span
+
+    def _enqueue(self, span: ReadableSpan, sid: int, pid: Optional[int], remote: bool, tid: int,
+                 attrs: Mapping[str, Any], name: str, helped: List[Any]) -> bool:
         """Queue a span end for the worker; False when there is no worker (evaluate inline). The
         callbacks of queued ends this thread ran while it waited for room go to ``helped``."""
         mark = self._positioned.pop(sid, None)
         barrier: Any = NO_BARRIER
-        if (mark == AT_START_AGENT or parent is None or parent.is_remote
+        if (mark == AT_START_AGENT or pid is None or remote
                 or (mark != AT_START_PLACED and self._marked_role(name, attrs) != ROLE_OTHER)):
             # This end may close an episode or position a call: later starts of its trace (of any
             # trace, for conversation episodes) must not overtake it.
@@ -349,7 +351,8 @@ class QueuedEnds:
         self._sink.run_deferred(items)
         return not self._queue.items
 
-    def _other_child_inline(self, sid: int, parent: Any, tid: int, name: str, attrs: Mapping[str, Any]) -> bool:
+    def _other_child_inline(self, sid: int, pid: Optional[int], remote: bool, tid: int, name: str,
+                            attrs: Mapping[str, Any]) -> bool:
         """Background mode: whether to take this span end in on the agent's thread. True (with the
         engine lock held, for the caller to release) for a span that was no GenAI span at its start
         and is none now, whose parent is in this process (so its end closes no episode), of a
@@ -362,9 +365,9 @@ class QueuedEnds:
             return False
         if self._positioned.get(sid) != AT_START_OTHER:
             return False
-        if parent is None or parent.is_remote:
+        if pid is None or remote:
             return False
-        if not self._surely_other(name, attrs) and self._marked_role(name, attrs) != ROLE_OTHER:
+        if not self._plain(name, attrs):
             return False
         if not self._lock.acquire(blocking=False):
             return False  # the worker is judging an end: queue this one behind it
