@@ -11,18 +11,24 @@ from spanassert.core.engine import Engine
 from common import rules_yaml
 
 
+# Span times as exporters write them (nanoseconds since 1970, 2026-12-01): each is an int object
+# of its own, as in a live process, not a small int the interpreter shares.
+_T0 = 1_764_547_200_000_000_000
+
+
 def _fill(engine: Engine, episodes: int, calls: int = 10) -> None:
     attrs_agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}
     for e in range(episodes):
         tid = f"{e + 1:032x}"
         root = f"{(e + 1) * 1000:016x}"
-        engine.start_span(tid, root, None, "invoke_agent support", attrs_agent, 1)
+        t = _T0 + e * 1_000_000_000
+        engine.start_span(tid, root, None, "invoke_agent support", attrs_agent, t + 1)
         for i in range(calls):
             sid = f"{(e + 1) * 1000 + i + 1:016x}"
             a = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": f"tool_{i}",
                  "gen_ai.tool.call.arguments": '{"amount": 3}'}
-            engine.start_span(tid, sid, root, f"execute_tool tool_{i}", a, 2 + i)
-            engine.end_span(tid, sid, root, f"execute_tool tool_{i}", a, 2 + i, 3 + i)
+            engine.start_span(tid, sid, root, f"execute_tool tool_{i}", a, t + 2_000 * (i + 1))
+            engine.end_span(tid, sid, root, f"execute_tool tool_{i}", a, t + 2_000 * (i + 1), t + 2_000 * (i + 1) + 1_000)
 
 
 def _measure(episodes: int, max_open: int) -> int:
