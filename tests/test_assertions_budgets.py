@@ -96,6 +96,9 @@ def test_budgets_that_cannot_fail_are_refused(rule: str, why: str) -> None:
     ({"gen_ai.usage.input_tokens": "12", "gen_ai.usage.output_tokens": 3.0}, (None, 12, 3, 15)),
     ({"gen_ai.usage.input_tokens": -1, "gen_ai.usage.output_tokens": "many"}, (None, None, None, None)),
     ({"gen_ai.usage.input_tokens": True}, (None, None, None, None)),
+    # The first key present decides, even when its value is no count; a model name must be text.
+    ({"gen_ai.usage.input_tokens": "many", "gen_ai.usage.prompt_tokens": 5, "gen_ai.usage.output_tokens": 0,
+      "gen_ai.response.model": 5, "gen_ai.request.model": "", "llm.request.model": "m"}, ("m", None, 0, None)),
 ])
 def test_usage_is_read_in_every_convention(attributes: Dict[str, Any], expected: Any) -> None:
     s = step_usage(attributes)

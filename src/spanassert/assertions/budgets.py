@@ -128,12 +128,13 @@ class MaxTokensAssertion(_StepBudget):
         super().__init__(test_id, index, values, ctx)
         self.kind: str = values.get("kind") or "total"
         self.unit = f"{self.kind} tokens"
+        self.field = f"{self.kind}_tokens"  # the ModelStep attribute it adds up
 
     def ineffective_reason(self) -> Optional[str]:
         return unreachable(self.max)
 
     def amount(self, step: ModelStep) -> Tuple[Optional[float], str]:
-        value = getattr(step, f"{self.kind}_tokens")
+        value = getattr(step, self.field)
         return value, f"no {self.kind} token count was recorded"
 
     def fmt(self, amount: float) -> str:

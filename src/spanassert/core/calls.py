@@ -381,9 +381,13 @@ class CallsAndSteps(Verdicts):
         number = ep.step_spans.get(span_id, ep.step_count) if ep.step_spans else ep.step_count
         step = step_usage(attributes, span_id, number, inner)
         plan = ep.plan
+        states = ep.states
         for i in plan.step_end_slots:
             slot = plan.slots[i]
-            f = slot.assertion.on_step_end(ep.state(slot), step)
+            st = states[i]
+            if st is NO_STATE:
+                st = states[i] = slot.assertion.new_state()
+            f = slot.assertion.on_step_end(st, step)
             if f is not None:
                 self._report(ep, slot, f, span_id, late, out)
 

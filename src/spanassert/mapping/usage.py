@@ -38,9 +38,12 @@ def _count(value: Any) -> Optional[int]:
 
 
 def _first(attributes: Mapping[str, Any], keys: Tuple[str, ...]) -> Optional[int]:
+    """The count under the first of ``keys`` that is present (a non-negative int as it is: the
+    common case, without the general conversion)."""
     for k in keys:
         if k in attributes:
-            return _count(attributes[k])
+            v = attributes[k]
+            return v if type(v) is int and v >= 0 else _count(v)
     return None
 
 
@@ -54,10 +57,11 @@ def step_usage(attributes: Mapping[str, Any], span_id: Optional[str] = None, num
     a provider span folded into this step), else left unknown."""
     model: Optional[str] = None
     for k in MODEL_KEYS:
-        v = attributes.get(k)
-        if isinstance(v, str) and v:
-            model = v
-            break
+        if k in attributes:
+            v = attributes[k]
+            if isinstance(v, str) and v:
+                model = v
+                break
     step = ModelStep(span_id, number, model, _first(attributes, INPUT_KEYS), _first(attributes, OUTPUT_KEYS),
                      _first(attributes, TOTAL_KEYS))
     if fallback is not None:
