@@ -68,6 +68,11 @@ _JOB: Optional[Dict[str, Any]] = None
 
 
 def _worker(shard: int) -> Tuple[str, Any]:
+    """Shard ``shard`` in a process of the pool: what it found goes back packed (see below)."""
+    return _run_shard(shard, pack=True)
+
+
+def _run_shard(shard: int, pack: bool) -> Tuple[str, Any]:
     from ..otlp import OTLPInputError
     from ..otlp.reader import read_span_batches
     from .driver import replay_ordered
@@ -98,7 +103,7 @@ def _worker(shard: int) -> Tuple[str, Any]:
         return "strict", exc.issue
     except _Diverged:
         return "diverged", None
-    return "ok", ([_payload(rep) for rep in reports], keys, issues)
+    return "ok", ([_payload(rep, pack) for rep in reports], keys, issues)
 
 
 # A shard's episode results and violations go to the parent as tuples of their fields, read by
@@ -130,10 +135,11 @@ def _unpack_violations(rows: List[Any]) -> List[Violation]:
     return [Violation(**dict(zip(_VIOLATION_NAMES, values))) for values in rows]
 
 
-def _payload(rep: Report) -> Dict[str, Any]:
+def _payload(rep: Report, pack: bool) -> Dict[str, Any]:
     """What the parent needs of a shard's report (the config stays behind: the parent has it)."""
     return {
-        "episodes": _pack_episodes(rep.episodes), "violations": _pack_violations(rep.violations),
+        "episodes": _pack_episodes(rep.episodes) if pack else rep.episodes,
+        "violations": _pack_violations(rep.violations) if pack else rep.violations,
         "spans_read": rep.spans_read,
         "unreadable_spans": rep.unreadable_spans, "late_spans": rep.late_spans, "amended": rep.amended,
         "overflows": rep.overflows, "sources": rep.sources,
@@ -184,19 +190,22 @@ def _merge(rep: Report, parts: List[Dict[str, Any]], keys: List[Tuple[List[Any],
 
 
 def _run_shards(jobs: int) -> List[Tuple[str, Any]]:
-    """Each shard's (status, value); stops at the first shard that diverged."""
+    """Each shard's (status, value), in shard order."""
     import multiprocessing
 
     global _JOB
     results = []
     try:
-        with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            # In shard order, each as soon as it is there: the parent makes one shard's records
-            # again while a later shard is still working.
-            for status, value in pool.imap(_worker, range(jobs)):
+        with multiprocessing.get_context("fork").Pool(jobs - 1) as pool:
+            others = pool.imap(_worker, range(1, jobs))
+            # Shard 0 is judged in this process while the pool's work on the others: its results
+            # need no pickling, and the parent's CPU, idle until now, does a share.
+            results.append(_run_shard(0, pack=False))
+            # In shard order, each as soon as it is there; all of them, even after a shard
+            # diverged (rare: odd input): leaving the pool while it still hands out work can hang
+            # Pool.terminate (its task thread blocked on the queue; seen here, CPython 3.11).
+            for status, value in others:
                 results.append((status, value))
-                if status == "diverged":
-                    break  # leaving the pool stops the others
                 if status == "ok":
                     for part in value[0]:
                         part["episodes"] = _unpack_episodes(part["episodes"])
