@@ -1,7 +1,9 @@
 """``spanassert replay --jobs N``: the same report as one process, from N processes.
 
-Every process reads the whole input; each keeps only the traces of its shard (by trace id), and
-for every other span moves its buffer's clock on, as if it had held it. So each process releases
+The calling process judges shard 0 and a pool of N - 1 forked processes the others. Every
+process reads the whole input; each keeps only the traces of its shard (by trace id; JSON Lines
+decode only those spans, see :mod:`spanassert.otlp.shard`), and for every other span moves its
+buffer's clock on, as if it had held it. So each process releases
 each of its traces at the same point of the input as one process would, with the same spans, to
 an engine of its own: with trace-keyed episodes an episode is one trace, and its verdicts do not
 depend on the other traces. Each episode result and violation carries the key of the release that
