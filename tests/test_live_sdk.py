@@ -165,9 +165,10 @@ def test_no_other_live_module_reads_a_private_span_field() -> None:
     assert offenders == []
 
 
-def test_the_fast_path_answers_only_for_a_plain_local_span_of_a_trace_no_episode_follows() -> None:
-    """sdk.untracked_plain (on_start's and on_end's first question) is True only when every
-    condition holds; any other span is read in full."""
+def test_the_fast_path_answers_only_for_a_plain_local_span() -> None:
+    """sdk.plain_local (on_start's and on_end's first question): True for a plain span with its
+    parent here of a trace no episode follows, its ids when its trace is followed or its id is
+    remembered, False for any other span (read in full)."""
     tp = TracerProvider()
     tracer = tp.get_tracer("x")
     plain = tracer.start_span("db.query", attributes={"db.system": "postgresql"})
@@ -177,17 +178,19 @@ def test_the_fast_path_answers_only_for_a_plain_local_span_of_a_trace_no_episode
     remote = tracer.start_span("GET /", context=set_span_in_context(NonRecordingSpan(up)))
     local = tracer.start_span("GET /", context=set_span_in_context(plain))
     tid, sid = sdk.head(plain)[:2]
-    assert sdk.untracked_plain(plain, set(), frozenset(), surely_other)
-    assert sdk.untracked_plain(local, set(), frozenset(), surely_other)
-    assert not sdk.untracked_plain(plain, {tid}, frozenset(), surely_other)  # its trace is followed
-    assert not sdk.untracked_plain(plain, set(), {sid}, surely_other)  # its parent link is remembered
-    assert not sdk.untracked_plain(remote, set(), frozenset(), surely_other)  # its root is elsewhere
-    assert not sdk.untracked_plain(genai, set(), frozenset(), surely_other)
-    assert not sdk.untracked_plain(named, set(), frozenset(), surely_other)
-    assert not sdk.untracked_plain(PublicOnly(plain), set(), frozenset(), surely_other)  # no private fields
-    genai.set_attribute("x", 1)
+    child_sid = sdk.head(local)[1]
+    none: frozenset = frozenset()
+    assert sdk.plain_local(plain, set(), none, surely_other) is True
+    assert sdk.plain_local(local, set(), none, surely_other) is True
+    assert sdk.plain_local(plain, {tid}, none, surely_other) == (tid, sid, None)  # its trace is followed
+    assert sdk.plain_local(local, {tid}, none, surely_other) == (tid, child_sid, sid)
+    assert sdk.plain_local(local, set(), {child_sid}, surely_other) == (tid, child_sid, sid)  # a remembered link
+    assert sdk.plain_local(remote, set(), none, surely_other) is False  # its root is elsewhere
+    assert sdk.plain_local(genai, set(), none, surely_other) is False
+    assert sdk.plain_local(named, set(), none, surely_other) is False
+    assert sdk.plain_local(PublicOnly(plain), set(), none, surely_other) is False  # no private fields
     plain.set_attribute("gen_ai.operation.name", "invoke_agent")  # a marker set after its start
-    assert not sdk.untracked_plain(plain, set(), frozenset(), surely_other)
+    assert sdk.plain_local(plain, set(), none, surely_other) is False
 
 
 def test_a_plain_child_ending_after_its_episode_closed_still_drops_its_parent_link() -> None:

@@ -142,7 +142,7 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
         # Without mapping rules of the user's, the built-in conventions' one-scan test (surely_other)
         # decides most plain spans before the mapper is asked.
         self._conventions = not self.engine.mapper.has_rules
-        # The fast path of on_start and on_end (sdk.untracked_plain) applies: with an export (without
+        # The fast path of on_start and on_end (sdk.plain_local) applies: with an export (without
         # one, a root span is remembered for the events written on it) and the conventions' test.
         self._quick = self._conventions and bool(self._export)
         self._marked_role = self.engine.mapper.marked_role
@@ -158,9 +158,16 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
         items: Optional[List[Any]] = None
         try:
             # This runs for every span the app creates. Most are plain spans of traces no episode
-            # follows: one call answers for them, and nothing else is done.
-            if self._quick and sdk.untracked_plain(span, self._tracked, NO_SPANS, surely_other):
+            # follows: one call answers for them, and nothing else is done. For a plain child span
+            # of a followed trace it gives the ids its parent link needs (below).
+            quick = sdk.plain_local(span, self._tracked, NO_SPANS, surely_other) if self._quick else False
+            if quick is True:
                 return
+            if quick:
+                tid, sid, pid = quick
+                if pid is not None:
+                    self._remember_link(sid, pid)
+                    return
             tid, sid, attrs, name, pid, remote = sdk.head(span)
             role = ROLE_OTHER if self._conventions and surely_other(name, attrs) else self._marked_role(name, attrs)
             if role == ROLE_OTHER:
@@ -176,13 +183,7 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
                         self._roots.add(sid, span)
                     return
                 if pid is not None and not remote and self._export:
-                    # A plain child span of a followed trace (an HTTP call to the model's API, a
-                    # database call): its parent link, for a GenAI span that may start below it,
-                    # is all the engine would keep of it, and only that span needs it.
-                    links = self._links
-                    if len(links) >= _MAX_POSITIONED:
-                        links.clear()  # spans that never ended; children below them lose their agent
-                    links[sid] = pid
+                    self._remember_link(sid, pid)
                     return
             items = self._start_in_engine(span, tid, sid, attrs, name, role, pid, remote)
         except Exception as exc:  # noqa: BLE001 - never raise into the application
@@ -190,6 +191,15 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
         if items:
             # After the engine lock is released, before start_span returns.
             self._sink.run_deferred(items)
+
+    def _remember_link(self, sid: int, pid: int) -> None:
+        """A plain child span of a followed trace (an HTTP call to the model's API, a database
+        call): its parent link, for a GenAI span that may start below it, is all the engine would
+        keep of it, and only that span needs it."""
+        links = self._links
+        if len(links) >= _MAX_POSITIONED:
+            links.clear()  # spans that never ended; children below them lose their agent
+        links[sid] = pid
 
     def _start_in_engine(self, span: Span, tid: int, sid: int, attrs: Mapping[str, Any], name: str, role: int,
                          pid: Optional[int], remote: bool) -> List[Any]:
@@ -259,12 +269,20 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
         out: Optional[SpanOutcome] = None
         items: Optional[List[Any]] = None
         try:
-            # Fast path: a plain span of a trace no episode follows is only handed on (as on_start).
-            if self._quick and sdk.untracked_plain(span, self._tracked, self._links, surely_other):
+            # Fast path: a plain span of a trace no episode follows is only handed on (as on_start);
+            # a plain child span whose parent link is remembered drops it (below) without a full read.
+            links = self._links
+            quick = sdk.plain_local(span, self._tracked, links, surely_other) if self._quick else False
+            if quick is True:
                 self._forward(span, None)
                 return
+            if quick and quick[1] in links:
+                tid, sid = quick[0], quick[1]
+                links.pop(sid, None)
+                if not (self._background and self._queue.traces.get(tid)):
+                    self._forward(span, None)
+                    return
             tid, sid, attrs, name, pid, remote = sdk.head(span)
-            links = self._links
             if links and sid in links:
                 if self._plain(name, attrs):
                     # A plain child span that no GenAI span started below: the engine never

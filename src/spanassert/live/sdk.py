@@ -12,7 +12,7 @@ only the public API, and checks that no other module under ``live/`` reads a pri
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Container, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Container, Mapping, Optional, Sequence, Tuple, Union
 
 from opentelemetry.trace import SpanContext, StatusCode
 
@@ -81,22 +81,30 @@ def head(span: Any) -> Tuple[int, int, Mapping[str, Any], str, Optional[int], bo
             False if up is None else bool(up.is_remote))
 
 
-def untracked_plain(span: Any, traces: Container[int], spans: Container[int],
-                    plain: Callable[[str, Mapping[str, Any]], bool]) -> bool:
-    """The processor's fast path, for most spans of most applications: True for a span whose trace
-    is not in ``traces``, whose own id is not in ``spans``, whose parent is in this process (or that
-    has none), and that ``plain`` calls no GenAI span. False when any of these fails or cannot be
-    read cheaply (a span without the private fields): the caller then reads it in full (:func:`head`).
-    No tuple is built and no property is called: this runs twice for every span (see
-    docs/performance.md, "Live overhead")."""
+def plain_local(span: Any, traces: Container[int], spans: Container[int],
+                plain: Callable[[str, Mapping[str, Any]], bool]) -> Union[bool, Tuple[int, int, Optional[int]]]:
+    """The processor's fast path, for most spans of most applications: a span whose parent is in
+    this process (or that has none) and that ``plain`` calls no GenAI span.
+
+    - True: such a span of a trace not in ``traces``, whose own id is not in ``spans``;
+    - (trace id, span id, parent span id or None): such a span of a trace in ``traces``, or whose id
+      is in ``spans``;
+    - False: any other span, or one that cannot be read cheaply (without the private fields): the
+      caller then reads it in full (:func:`head`).
+
+    No property is called, and a tuple is built only for a span of a followed trace: this runs twice
+    for every span (see docs/performance.md, "Plain spans outside any episode")."""
     try:
         c = span._context
         p = span._parent
-        return (type(c) is SpanContext and c[0] not in traces and c[1] not in spans
-                and (p is None or (type(p) is SpanContext and not p[2]))
-                and plain(span._name, span._attributes._dict))
+        if (type(c) is SpanContext and (p is None or (type(p) is SpanContext and not p[2]))
+                and plain(span._name, span._attributes._dict)):
+            if c[0] not in traces and c[1] not in spans:
+                return True
+            return c[0], c[1], None if p is None else p[1]
     except AttributeError:
-        return False
+        pass
+    return False
 
 
 def timing(span: Any) -> Tuple[Optional[int], Optional[int], int, Sequence[Any]]:
@@ -169,4 +177,4 @@ PRIVATE_FIELDS = frozenset({"_context", "_name", "_attributes", "_dict", "_paren
 
 __all__ = ["EMPTY", "PRIVATE_FIELDS", "attributes", "context", "end_time", "events", "head", "instrumentation_info",
            "name", "parent", "resource_attributes", "start_time", "status_code", "timing",
-           "untracked_plain"]
+           "plain_local"]
