@@ -157,3 +157,28 @@ def test_framed_protobuf_with_flipped_bytes_never_raises(data):
         i = data.draw(st.integers(0, len(raw) - 1))
         raw[i] = data.draw(st.integers(0, 255))
     _check(bytes(raw[: data.draw(st.integers(0, len(raw)))]))
+
+
+def test_a_zstd_frame_whose_header_declares_an_impossible_size_is_an_issue_and_reading_goes_on(tmp_path):
+    # Found by the property above: zstandard raises MemoryError (not ZstdError) for this header,
+    # which ended the whole file as "could not read the file".
+    from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+
+    from spanassert.otlp.reader import read_span_batches
+    from spanassert.otlp.writers import frame_messages
+
+    msg = TracesData()
+    span = msg.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id = bytes.fromhex(TRACE)
+    span.span_id = b"\x01" * 8
+    span.name = "n"
+    frames = list(frame_messages([msg.SerializeToString()] * 2, zstd=True))
+    bad = bytearray(frames[0])
+    bad[8] = 192
+    path = tmp_path / "spans.binpb"
+    path.write_bytes(bytes(bad) + b"".join(frames[1:]))
+    issues = []
+    spans = [r for batch in read_span_batches([path], on_issue=issues.append) for r in batch]
+    assert [i.reason for i in issues] == [
+        "frame 1 is not valid zstd data: its header declares a size that cannot be allocated"]
+    assert [r.name for r in spans] == ["n"]  # the second frame is still read

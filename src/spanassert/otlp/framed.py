@@ -128,6 +128,11 @@ def read_framed(name: str, stream: Any, size: Optional[int]) -> Iterator[Item]:
                 yield InputIssue(name, None, offset, f"frame {index} is not valid zstd data: {exc}", ERROR)
                 offset += 4 + n
                 continue
+            except MemoryError:  # zstandard allocates the size a (corrupt) frame header declares
+                yield InputIssue(name, None, offset, f"frame {index} is not valid zstd data: its header declares "
+                                 "a size that cannot be allocated", ERROR)
+                offset += 4 + n
+                continue
         if payload.lstrip(WHITESPACE)[:1] == b"{":
             # `format: json` with `compression: zstd`: each frame holds one OTLP JSON document.
             yield from _frame_json_records(name, index, offset, payload)
