@@ -230,3 +230,27 @@ def test_with_a_conversation_key_the_budget_is_the_conversations(tmp_path: Any) 
     assert [(v.test_id, v.span_id) for v in report.violations] == [(v.test_id, v.span_id) for v in vs] == [
         ("tokens", steps[1])]
     assert "brings the total tokens to 120; max 100" in report.violations[0].message
+
+
+# -- hostile counts: text that str.isdigit() accepts but int() refuses ---------------------------------
+
+
+@pytest.mark.parametrize("count", ["\u00b2", "9" * 5000], ids=["superscript two", "5000 digits"])
+def test_a_count_int_cannot_read_is_unknown_and_the_other_counts_still_judge(tmp_path: Any, count: str) -> None:
+    # "²" is a digit to str.isdigit() but no decimal int() reads; 5,000 digits pass isdigit() and are
+    # over int()'s digit limit. Either, on a span, raised out of step_usage: live lost the whole model
+    # step (tokens `not_applicable` though the step recorded 500 total tokens, over the max of 100)
+    # and replay stopped with an internal error. A count that cannot be read is unknown, as text is.
+    assert step_usage({"gen_ai.usage.input_tokens": count, "gen_ai.usage.total_tokens": 500}).input_tokens is None
+    path = str(tmp_path / "t.jsonl")
+    live: List[Any] = []
+    vs: List[Any] = []
+    steps = [{"gen_ai.usage.input_tokens": count, "gen_ai.usage.output_tokens": 20,
+              "gen_ai.usage.total_tokens": 500, "gen_ai.response.model": "gpt-4o"}]
+    ids = run_episode(path, steps, tool_end_s=3, root_end_s=4, live=live, violations=vs)
+    report = replay(load_config(RULES), [path])
+    served = serve_in_process(path, load_config(RULES))
+    assert verdicts(live[0].results)["tokens"] == verdicts(report.episodes[0].results)["tokens"] == \
+        verdicts(served.episodes[0].results)["tokens"] == "failed"
+    assert {v.test_id: v.span_id for v in vs}["tokens"] == {v.test_id: v.span_id for v in report.violations}["tokens"] \
+        == ids["step1"]

@@ -32,8 +32,14 @@ def _count(value: Any) -> Optional[int]:
         return value if value >= 0 else None
     if isinstance(value, float):
         return int(value) if value >= 0 and value.is_integer() else None
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
+    if isinstance(value, str):
+        text = value.strip()
+        # isdecimal, not isdigit: "²" is a digit that no int() reads. Text from spans: unknown, never raise.
+        if text.isdecimal():
+            try:
+                return int(text)
+            except ValueError:
+                return None  # more digits than int()'s limit (sys.get_int_max_str_digits, set by the app)
     return None
 
 
