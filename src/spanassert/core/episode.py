@@ -24,6 +24,8 @@ OVERFLOW_RESULT_TRUNCATED = "result_truncated"  # a tool result cut to max_argum
 
 # Why an episode's evidence is incomplete (EpisodeResult.incomplete, reports).
 INCOMPLETE_ROOT_NOT_SEEN = "root not seen"
+# Live: an error inside spanassert while it judged a span of the episode (that span's evidence is lost).
+INCOMPLETE_JUDGING_FAILED = "a span could not be judged (internal error)"
 
 
 def parents_not_in_input(count: int) -> str:

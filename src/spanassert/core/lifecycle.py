@@ -11,6 +11,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, 
 
 from ..mapping import ROLE_AGENT, Mapper
 from .episode import (
+    INCOMPLETE_JUDGING_FAILED,
     INCOMPLETE_ROOT_NOT_SEEN,
     MAX_SEEN_IDS,
     NO_IDS,
@@ -81,6 +82,15 @@ class EpisodeLifecycle(Verdicts):
                 self._forget(ep)
             ep.marks = None
             raise
+
+    def judging_failed(self, trace_id: str) -> None:
+        """An error inside spanassert while judging a span of ``trace_id`` (live: the processor
+        caught it, so that span's start or end was not taken in): the evidence of its open episode
+        is incomplete from then on. A rule the lost span could have broken then ends `inconclusive`
+        at close, never `passed`; failures found stand."""
+        ep = self.by_trace.get(trace_id)
+        if ep is not None and not ep.closed:
+            self._mark_incomplete(ep, [INCOMPLETE_JUDGING_FAILED], True)
 
     # -- assembled traces (replay, serve) ------------------------------------------------------------
     def begin_trace(self, trace_id: str, incomplete: Sequence[str] = (), root_seen: bool = True,

@@ -188,6 +188,7 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
             items = self._start_in_engine(span, tid, sid, attrs, name, role, pid, remote)
         except Exception as exc:  # noqa: BLE001 - never raise into the application
             self._sink.internal_error("on_start", exc)
+            self._judging_failed(span)
         if items:
             # After the engine lock is released, before start_span returns.
             self._sink.run_deferred(items)
@@ -321,9 +322,20 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
                 self._remote.ended(tid, False)  # a trace no episode follows: forget it
         except Exception as exc:  # noqa: BLE001 -- the processor never raises into the application
             self._sink.internal_error("on_end", exc)
+            self._judging_failed(span)
         self._forward(span, out)
         if items:
             self._sink.run_deferred(items)
+
+    def _judging_failed(self, span: ReadableSpan) -> None:
+        """After an internal error while judging ``span``: its episode lost that span's evidence, so
+        it closes with its evidence incomplete (no rule the span could have broken ends `passed`)."""
+        try:
+            tid = sdk.head(span)[0]
+            with self._lock:
+                self.engine.judging_failed(self._trace_hex(tid))
+        except Exception as exc:  # noqa: BLE001 -- the processor never raises into the application
+            self._sink.internal_error("judging_failed", exc)
 
     def _plain(self, name: str, attributes: Mapping[str, Any]) -> bool:
         """No GenAI span (by the conventions' quick test, else by the mapper)."""

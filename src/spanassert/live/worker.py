@@ -233,6 +233,9 @@ class QueuedEnds:
     def _plain(self, name: str, attributes: Mapping[str, Any]) -> bool:
         raise NotImplementedError  # the processor's: no GenAI span
 
+    def _judging_failed(self, span: ReadableSpan) -> None:
+        raise NotImplementedError  # the processor's: the span's episode lost its evidence
+
     def _enqueue(self, span: ReadableSpan, sid: int, pid: Optional[int], remote: bool, tid: int,
                  attrs: Mapping[str, Any], name: str, helped: List[Any]) -> bool:
         """Queue a span end for the worker; False when there is no worker (evaluate inline). The
@@ -270,6 +273,7 @@ class QueuedEnds:
             return self._evaluate_end(span)
         except BaseException as exc:  # noqa: BLE001 - one bad item must not stop the others
             self._sink.internal_error("on_end", exc)
+            self._judging_failed(span)
             return None
 
     def _run_queue(self, tid: Any) -> None:
