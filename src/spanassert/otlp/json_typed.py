@@ -15,7 +15,7 @@ equals what that path returns for the same line, and every error keeps that path
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Generic, List, Optional, Tuple, TypeVar, Union
+from typing import Any, Dict, Generic, Iterator, List, Optional, Tuple, TypeVar, Union
 
 import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
@@ -217,8 +217,8 @@ def _scope(ss: Any) -> str:
     return "" if sc is UNSET or sc.name is UNSET else sc.name
 
 
-def _records(doc: _Traces[_Span], source: str) -> List[SpanRecord]:
-    out: List[SpanRecord] = []
+def _span_blocks(doc: _Traces[Any]) -> Iterator[Tuple[Any, Any, List[Any]]]:
+    """(resource attributes, scope spans, its spans) for each non-empty block of a line, in order."""
     for rs in doc.resourceSpans:
         resource = _resource(rs)
         blocks = rs.scopeSpans
@@ -228,7 +228,13 @@ def _records(doc: _Traces[_Span], source: str) -> List[SpanRecord]:
             spans = ss.spans
             if spans is UNSET or not spans:
                 continue
-            _block(spans, resource, _scope(ss), source, out)
+            yield resource, ss, spans
+
+
+def _records(doc: _Traces[_Span], source: str) -> List[SpanRecord]:
+    out: List[SpanRecord] = []
+    for resource, ss, spans in _span_blocks(doc):
+        _block(spans, resource, _scope(ss), source, out)
     return out
 
 
@@ -348,34 +354,26 @@ def _heads(doc: _Traces[Raw], shard: Shard) -> Tuple[int, List[Any]]:
     n = 0
     last = b""
     keep = False
-    for rs in doc.resourceSpans:
-        resource = _resource(rs)
-        scope_spans = rs.scopeSpans
-        if scope_spans is UNSET:
-            continue
-        for ss in scope_spans:
-            spans = ss.spans
-            if spans is UNSET or not spans:
-                continue
-            mine = []
-            for raw in spans:
-                head = memoryview(raw)[:_HEAD_END + 2].tobytes()
-                if head[:12] == _HEAD and head[_HEAD_END] == 34:  # b'"'
-                    tid = head[12:_HEAD_END]
-                elif head[:13] == _HEAD_SPACED and head[_HEAD_END + 1:] == b'"':
-                    tid = head[13:_HEAD_END + 1]
-                else:
-                    raise _Usual
-                if tid != last:
-                    last = tid
-                    ids.add(tid)
-                    text = tid.decode("ascii")
-                    keep = keeps(text)
-                if keep:
-                    mine.append((n, raw, text))
-                n += 1
-            if mine:
-                blocks.append((resource, _scope(ss), mine))
+    for resource, ss, spans in _span_blocks(doc):
+        mine = []
+        for raw in spans:
+            head = memoryview(raw)[:_HEAD_END + 2].tobytes()
+            if head[:12] == _HEAD and head[_HEAD_END] == 34:  # b'"'
+                tid = head[12:_HEAD_END]
+            elif head[:13] == _HEAD_SPACED and head[_HEAD_END + 1:] == b'"':
+                tid = head[13:_HEAD_END + 1]
+            else:
+                raise _Usual
+            if tid != last:
+                last = tid
+                ids.add(tid)
+                text = tid.decode("ascii")
+                keep = keeps(text)
+            if keep:
+                mine.append((n, raw, text))
+            n += 1
+        if mine:
+            blocks.append((resource, _scope(ss), mine))
     joined = b"".join(ids)
     if bytes.fromhex(joined.decode("ascii")).hex().encode() != joined or _ZERO_TRACE.encode() in ids:
         raise _Usual  # an uppercase, odd or all-zero id: the careful path words it
