@@ -1,8 +1,9 @@
 """Command line: ``spanassert validate|schema`` (``replay`` and ``serve`` plug in the same way).
 
-Each subcommand is two functions: ``add_<name>_command(subparsers)`` declares its arguments and sets
-``func``, and ``run_<name>(args) -> int`` does the work. To add one, write both and append the first to
-:data:`SUBCOMMANDS`.
+Each subcommand is two functions: ``add_<name>_arguments(parser)`` words the command's description,
+declares its arguments and sets ``func``, and ``run_<name>(args) -> int`` does the work. To add one,
+write both and name the first in :data:`SUBCOMMANDS` with the command's one-line help: the parser
+handed to it is made there, once for every command (:func:`build_parser`).
 
 Exit codes: 0 success (warnings allowed), 1 a check failed, 2 a config or usage error.
 """
@@ -14,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, TextIO, Tuple
 
-from .term import add_rules_file_options, add_verbose_option, safe_stream
+from .term import add_format_option, add_quiet_option, add_rules_file_options, add_verbose_option, safe_stream
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -28,18 +29,15 @@ def _out() -> TextIO:
 
 
 # -- validate -----------------------------------------------------------------------------------
-def add_validate_command(sub: Any) -> None:
-    p = sub.add_parser(
-        "validate",
-        help="check rules files and run their unit-test forms",
-        description="Check rules files: every problem is reported with file:line:column, key path and a fix. "
-                    "Unit-test forms (tool_blocklist, args_valid, sequence_valid with test data) are run. "
-                    "Exit 0 when valid, 1 when a unit-test form failed its `expect`, 2 on any config error.",
+def add_validate_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Check rules files: every problem is reported with file:line:column, key path and a fix. "
+        "Unit-test forms (tool_blocklist, args_valid, sequence_valid with test data) are run. "
+        "Exit 0 when valid, 1 when a unit-test form failed its `expect`, 2 on any config error."
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="rules file(s) to check")
-    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
-    p.add_argument("--quiet", "-q", action="store_true",
-                   help="text output lists only errors, warnings and failed unit-test forms (the summary line stays)")
+    add_format_option(p, "output format (default: text)")
+    add_quiet_option(p, "text output lists only errors, warnings and failed unit-test forms (the summary line stays)")
     add_verbose_option(p)
     add_rules_file_options(p)
     p.set_defaults(func=run_validate)
@@ -139,12 +137,10 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 # -- schema -------------------------------------------------------------------------------------
-def add_schema_command(sub: Any) -> None:
-    p = sub.add_parser(
-        "schema",
-        help="print the JSON Schema of the rules file",
-        description="Print the JSON Schema (draft 2020-12) of a rules file. Save it and point your editor at it, "
-                    "e.g. first line `# yaml-language-server: $schema=./spanassert.schema.json`.",
+def add_schema_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Print the JSON Schema (draft 2020-12) of a rules file. Save it and point your editor at it, "
+        "e.g. first line `# yaml-language-server: $schema=./spanassert.schema.json`."
     )
     p.set_defaults(func=run_schema)
 
@@ -169,14 +165,12 @@ def _apply_verbose(args: argparse.Namespace) -> None:
 
 
 # -- completion ---------------------------------------------------------------------------------
-def add_completion_command(sub: Any) -> None:
-    p = sub.add_parser(
-        "completion",
-        help="print a shell completion script (bash, zsh or fish)",
-        description="Print a completion script for subcommands, options and option values. "
-                    "bash: `source <(spanassert completion bash)` (or save it to "
-                    "/etc/bash_completion.d/spanassert); zsh: `source <(spanassert completion zsh)`; "
-                    "fish: `spanassert completion fish > ~/.config/fish/completions/spanassert.fish`.",
+def add_completion_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Print a completion script for subcommands, options and option values. "
+        "bash: `source <(spanassert completion bash)` (or save it to "
+        "/etc/bash_completion.d/spanassert); zsh: `source <(spanassert completion zsh)`; "
+        "fish: `spanassert completion fish > ~/.config/fish/completions/spanassert.fish`."
     )
     p.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell to complete in")
     p.set_defaults(func=run_completion)
@@ -190,23 +184,24 @@ def run_completion(args: argparse.Namespace) -> int:
 
 
 # -- wiring -------------------------------------------------------------------------------------
-# name -> (module, function adding the subparser, one-line help). A command's module is imported only
-# when that command runs (or its --help is asked), so `spanassert validate` does not pay for the
-# receiver's imports, and `spanassert --help` / `--version` import none of them: the one-line help
-# here is what the top-level help lists (tests/test_startup.py checks it equals each command's own).
+# name -> (module, function declaring the command's arguments, one-line help). A command's module is
+# imported only when that command runs (or its --help is asked), so `spanassert validate` does not
+# pay for the receiver's imports, and `spanassert --help` / `--version` import none of them. The
+# one-line help is written here only: the top-level help lists it and the command's parser is made
+# with it (tests/test_startup.py checks the two agree).
 SUBCOMMANDS: Dict[str, Tuple[str, str, str]] = {
-    "validate": ("spanassert.cli", "add_validate_command", "check rules files and run their unit-test forms"),
-    "schema": ("spanassert.cli", "add_schema_command", "print the JSON Schema of the rules file"),
-    "replay": ("spanassert.replay.cli", "add_replay_command",
+    "validate": ("spanassert.cli", "add_validate_arguments", "check rules files and run their unit-test forms"),
+    "schema": ("spanassert.cli", "add_schema_arguments", "print the JSON Schema of the rules file"),
+    "replay": ("spanassert.replay.cli", "add_replay_arguments",
                "re-check exported OTLP trace files against a rules file"),
-    "serve": ("spanassert.serve", "add_serve_command", "receive OTLP traces (gRPC and HTTP) and check them live"),
-    "init": ("spanassert.replay.init_cli", "add_init_command",
+    "serve": ("spanassert.serve", "add_serve_arguments", "receive OTLP traces (gRPC and HTTP) and check them live"),
+    "init": ("spanassert.replay.init_cli", "add_init_arguments",
              "write a starting rules file (drafted from traces with --from-trace)"),
-    "migrate": ("spanassert.config.migrate", "add_migrate_command",
+    "migrate": ("spanassert.config.migrate", "add_migrate_arguments",
                 "convert an Assay v0 rules file (no `version`) to the V1 form"),
-    "mcp-proxy": ("spanassert.live.guard_adapters.mcp_proxy", "add_mcp_proxy_command",
+    "mcp-proxy": ("spanassert.live.guard_adapters.mcp_proxy", "add_mcp_proxy_arguments",
                   "run an MCP server behind a stdio proxy that refuses the tool calls a rule blocks"),
-    "completion": ("spanassert.cli", "add_completion_command",
+    "completion": ("spanassert.cli", "add_completion_arguments",
                    "print a shell completion script (bash, zsh or fish)"),
 }
 
@@ -224,11 +219,10 @@ def build_parser(argv: Optional[List[str]] = None, *, full: bool = False) -> arg
                         help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = next((a for a in (argv or []) if not a.startswith("-")), None)
-    for name, (module, func, help_text) in SUBCOMMANDS.items():
+    for name, (module, declare, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text)
         if full or name == chosen:
-            getattr(importlib.import_module(module), func)(sub)
-        else:
-            sub.add_parser(name, help=help_text)
+            getattr(importlib.import_module(module), declare)(p)
     return parser
 
 

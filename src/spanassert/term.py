@@ -74,6 +74,22 @@ def add_verbose_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verbose", "-v", action="store_true", help="log spanassert's debug messages to stderr")
 
 
+# The options below are spelled the same on every command that has them; each command words its own help.
+def add_config_option(p: argparse.ArgumentParser, metavar: str, text: str) -> None:
+    """``--config/-c``, required: the rules file ``replay`` and ``serve`` judge by."""
+    p.add_argument("--config", "-c", required=True, metavar=metavar, help=text)
+
+
+def add_format_option(p: argparse.ArgumentParser, text: str) -> None:
+    """``--format text|json``, text by default (``validate``, ``replay``, ``serve``)."""
+    p.add_argument("--format", choices=("text", "json"), default="text", help=text)
+
+
+def add_quiet_option(p: argparse.ArgumentParser, text: str) -> None:
+    """``--quiet/-q`` (``validate``, ``replay``, ``serve``): less on the terminal, never another verdict."""
+    p.add_argument("--quiet", "-q", action="store_true", help=text)
+
+
 # First-generation threshold while replaying or serving (CPython's default is 700): both allocate
 # many short-lived containers per span, and most of them are freed by reference counting anyway.
 GC_GEN0_THRESHOLD = 50_000

@@ -171,14 +171,12 @@ def _backup_path(path: str) -> str:
 
 
 # -- the command ------------------------------------------------------------------------------------
-def add_migrate_command(sub: Any) -> None:
-    p = sub.add_parser(
-        "migrate",
-        help="convert an Assay v0 rules file (no `version`) to the V1 form",
-        description="Write the V1 form of an Assay v0 rules file (no `version`, or `version: 0`): `version: 1`, "
-                    "`$ref` and policy files of `expected:` inlined, legacy `expected:` shapes written tagged "
-                    "(what `assay migrate` does). The original is kept as FILE.bak; the result is loaded before it is "
-                    "written. Comments are not kept.",
+def add_migrate_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Write the V1 form of an Assay v0 rules file (no `version`, or `version: 0`): `version: 1`, "
+        "`$ref` and policy files of `expected:` inlined, legacy `expected:` shapes written tagged "
+        "(what `assay migrate` does). The original is kept as FILE.bak; the result is loaded before it is "
+        "written. Comments are not kept."
     )
     p.add_argument("file", metavar="FILE", help="the rules file to migrate (changed in place)")
     p.add_argument("--check", action="store_true",
@@ -255,4 +253,4 @@ def run_migrate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-__all__ = ["MigrationError", "migrate_rules", "add_migrate_command", "run_migrate"]
+__all__ = ["MigrationError", "migrate_rules", "add_migrate_arguments", "run_migrate"]

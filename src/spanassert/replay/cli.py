@@ -1,7 +1,7 @@
 """``spanassert replay``: re-check exported telemetry against today's rules.
 
 Plugs into :mod:`spanassert.cli` the same way as the other subcommands
-(``add_replay_command(subparsers)`` declares the arguments, ``run_replay(args)`` does the work).
+(``add_replay_arguments(parser)`` declares the arguments, ``run_replay(args)`` does the work).
 
 Exit codes: 0 no failed verdict, 1 at least one failed verdict (shadow-mode tests never fail the
 run; ``--fail-on-inconclusive`` counts inconclusive as failed), 2 a config, input or usage error, or
@@ -18,7 +18,15 @@ import sys
 import time
 from typing import Any, List, Optional
 
-from ..term import safe_stream, tune_gc
+from ..term import (
+    add_config_option,
+    add_format_option,
+    add_quiet_option,
+    add_rules_file_options,
+    add_verbose_option,
+    safe_stream,
+    tune_gc,
+)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -28,21 +36,46 @@ EXIT_INTERRUPTED = 130
 PROG = "spanassert replay"
 
 
-def add_replay_command(sub: Any) -> None:
+def _timestamp(text: str) -> int:
+    """Unix seconds or ISO 8601 -> ns since the epoch."""
+    import datetime as _dt
+
+    try:
+        return int(float(text) * 1e9)
+    except ValueError:
+        pass
+    try:
+        value = _dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected Unix seconds (1764520800) or an ISO 8601 time (2026-11-30T16:40:00Z), got {text!r}") from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=_dt.timezone.utc)
+    return int(value.timestamp() * 1e9)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def add_replay_arguments(p: argparse.ArgumentParser) -> None:
     from .driver import DEFAULT_SETTLE_SPANS
 
-    p = sub.add_parser(
-        "replay",
-        help="re-check exported OTLP trace files against a rules file",
-        description="Re-check exported telemetry (OTLP JSON Lines, OTLP JSON, protobuf, length-prefixed frames, "
-                    "gzip/zstd) against a rules file, with the verdicts the live processor gives. "
-                    "Exit 0 when no verdict failed, 1 when one did, 2 on a config or input error.",
+    p.description = (
+        "Re-check exported telemetry (OTLP JSON Lines, OTLP JSON, protobuf, length-prefixed frames, "
+        "gzip/zstd) against a rules file, with the verdicts the live processor gives. "
+        "Exit 0 when no verdict failed, 1 when one did, 2 on a config or input error."
     )
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="input files, directories (read recursively), glob patterns, or - for stdin")
-    p.add_argument("--config", "-c", required=True, metavar="RULES", help="the rules file (YAML)")
-    p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="stdout format: text summary (default) or the JSON report (schema spanassert.replay.v1)")
+    add_config_option(p, "RULES", "the rules file (YAML)")
+    add_format_option(p, "stdout format: text summary (default) or the JSON report (schema spanassert.replay.v1)")
     p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report to FILE")
     p.add_argument("--sarif", metavar="FILE", help="also write a SARIF 2.1.0 report to FILE")
     p.add_argument("--html", metavar="FILE",
@@ -66,10 +99,7 @@ def add_replay_command(sub: Any) -> None:
                    help="judge the input in N processes, each taking a share of the traces (every process reads "
                         "all the input); the report is the same as with one. Needs trace-keyed episodes "
                         "(default 1)")
-    p.add_argument("--quiet", "-q", action="store_true",
-                   help="text output lists only failed and inconclusive results; no progress")
-    from ..term import add_rules_file_options, add_verbose_option
-
+    add_quiet_option(p, "text output lists only failed and inconclusive results; no progress")
     add_rules_file_options(p)
     add_verbose_option(p)
     p.add_argument("--test", action="append", default=[], metavar="ID", dest="tests",
@@ -82,24 +112,6 @@ def add_replay_command(sub: Any) -> None:
     p.add_argument("--until", type=_timestamp, metavar="TIME",
                    help="report only episodes whose trace has spans at or before TIME (same forms as --since)")
     p.set_defaults(func=run_replay)
-
-
-def _timestamp(text: str) -> int:
-    """Unix seconds or ISO 8601 -> ns since the epoch."""
-    import datetime as _dt
-
-    try:
-        return int(float(text) * 1e9)
-    except ValueError:
-        pass
-    try:
-        value = _dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected Unix seconds (1764520800) or an ISO 8601 time (2026-11-30T16:40:00Z), got {text!r}") from None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=_dt.timezone.utc)
-    return int(value.timestamp() * 1e9)
 
 
 def _select(config: Any, tests: List[str], tags: List[str], option: str) -> Any:
@@ -127,16 +139,6 @@ def _select(config: Any, tests: List[str], tags: List[str], option: str) -> Any:
     chosen = copy.copy(config)
     chosen.tests = [t for t in config.tests if t.id in tests or any(tag in t.tags for tag in tags)]
     return chosen
-
-
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
 
 
 def _error(message: str) -> int:
@@ -348,7 +350,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     """``python -m spanassert.replay.cli`` — the same as ``spanassert replay``."""
     parser = argparse.ArgumentParser(prog="spanassert")
     sub = parser.add_subparsers(dest="command")
-    add_replay_command(sub)
+    add_replay_arguments(sub.add_parser("replay"))
     try:
         args = parser.parse_args(["replay", *(sys.argv[1:] if argv is None else argv)])
     except SystemExit as exc:

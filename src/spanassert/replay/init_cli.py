@@ -1,6 +1,7 @@
 """``spanassert init``: write a starting rules file, drafted from recorded traces or an annotated example."""
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from typing import Any, List
@@ -9,15 +10,13 @@ EXIT_OK = 0
 EXIT_CONFIG = 2
 
 
-def add_init_command(sub: Any) -> None:
-    p = sub.add_parser(
-        "init",
-        help="write a starting rules file (drafted from traces with --from-trace)",
-        description="Write a starting rules file. With --from-trace, it is drafted from recorded traces (every "
-                    "format `replay` reads): the allowlist of the tools seen, per-tool call caps, argument "
-                    "schemas, orderings that always held, step and token budgets, each with headroom and a "
-                    "comment; every test in `mode: shadow` unless --enforce. Without it, a small annotated "
-                    "example. Exit 0 when written, 2 when the input could not be read or the output exists.",
+def add_init_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Write a starting rules file. With --from-trace, it is drafted from recorded traces (every "
+        "format `replay` reads): the allowlist of the tools seen, per-tool call caps, argument "
+        "schemas, orderings that always held, step and token budgets, each with headroom and a "
+        "comment; every test in `mode: shadow` unless --enforce. Without it, a small annotated "
+        "example. Exit 0 when written, 2 when the input could not be read or the output exists."
     )
     p.add_argument("--from-trace", nargs="+", metavar="FILE", dest="traces",
                    help="OTLP trace files or directories to draft from")
@@ -65,4 +64,4 @@ def run_init(args: Any) -> int:
     return EXIT_OK
 
 
-__all__ = ["add_init_command", "run_init"]
+__all__ = ["add_init_arguments", "run_init"]

@@ -17,7 +17,7 @@ memory all have caps, and when the intake queue is full senders are told to retr
 """
 from __future__ import annotations
 
-from .cli import add_serve_command, run_serve
+from .cli import add_serve_arguments, run_serve
 from .forwarder import Forwarder
 from .intake import IntakeQueue
 from .protocol import EndpointError, ServeOptions, parse_endpoint
@@ -32,7 +32,7 @@ __all__ = [
     "ServeSink",
     "IntakeQueue",
     "Forwarder",
-    "add_serve_command",
+    "add_serve_arguments",
     "run_serve",
     "parse_endpoint",
     "meter_provider_from_env",

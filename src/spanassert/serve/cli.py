@@ -12,6 +12,7 @@ import time
 from typing import Any, Optional
 
 from ..report.files import write_atomic
+from ..term import add_config_option, add_format_option, add_quiet_option, add_verbose_option
 from .protocol import (
     DEFAULT_ENGINE_STALL_TIMEOUT,
     DEFAULT_FORWARD_QUEUE_SPANS,
@@ -33,19 +34,17 @@ from .receiver import Receiver
 from .tls import BEARER_TOKEN_ENV, TLSConfigError, TLSFiles, load_security
 
 
-def add_serve_command(sub: Any) -> None:
-    p = sub.add_parser(
-        "serve",
-        help="receive OTLP traces (gRPC and HTTP) and check them live",
-        description="Run an OTLP receiver (gRPC on 4317, HTTP on 4318) that checks every received trace "
-                    "against the rules file with the same engine as the live processor and replay. Put it "
-                    "behind an OpenTelemetry Collector's otlp exporter. Violations go to stderr (one line "
-                    "each), to metrics/logs, and (with --forward) onto the forwarded spans as "
-                    "`gen_ai.evaluation.result` events. SIGTERM/SIGINT stop it gracefully (exit 0) after "
-                    "deciding every accepted span; a second signal cuts that drain short and still writes "
-                    "what was decided (exit 1 if spans were left unjudged).",
+def add_serve_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Run an OTLP receiver (gRPC on 4317, HTTP on 4318) that checks every received trace "
+        "against the rules file with the same engine as the live processor and replay. Put it "
+        "behind an OpenTelemetry Collector's otlp exporter. Violations go to stderr (one line "
+        "each), to metrics/logs, and (with --forward) onto the forwarded spans as "
+        "`gen_ai.evaluation.result` events. SIGTERM/SIGINT stop it gracefully (exit 0) after "
+        "deciding every accepted span; a second signal cuts that drain short and still writes "
+        "what was decided (exit 1 if spans were left unjudged)."
     )
-    p.add_argument("--config", "-c", required=True, metavar="FILE", help="rules file")
+    add_config_option(p, "FILE", "rules file")
     p.add_argument("--grpc-endpoint", default=DEFAULT_GRPC_ENDPOINT, metavar="HOST:PORT",
                    help=f"OTLP/gRPC address (default {DEFAULT_GRPC_ENDPOINT}: this machine only; 0.0.0.0:4317 "
                         "listens on every interface, then use TLS and a token; port 0 picks a free port; "
@@ -89,12 +88,9 @@ def add_serve_command(sub: Any) -> None:
     p.add_argument("--engine-stall-timeout", type=float, default=DEFAULT_ENGINE_STALL_TIMEOUT, metavar="SECONDS",
                    help="/health answers 503 when the engine thread has not gone round its loop for this long "
                         f"(one trace taking that long to judge, or a hang; default {DEFAULT_ENGINE_STALL_TIMEOUT:g})")
-    p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="text (default): one readable line per violation on stderr and a summary line on stdout "
-                        "at stop; json: the same as one JSON object per line, for log shippers")
-    p.add_argument("--quiet", "-q", action="store_true", help="do not print violations to stderr")
-    from ..term import add_verbose_option
-
+    add_format_option(p, "text (default): one readable line per violation on stderr and a summary line on stdout "
+                         "at stop; json: the same as one JSON object per line, for log shippers")
+    add_quiet_option(p, "do not print violations to stderr")
     add_verbose_option(p)
     p.set_defaults(func=run_serve)
 

@@ -38,17 +38,15 @@ ENV_CONFIG = "SPANASSERT_CONFIG"
 
 
 # -- command line -----------------------------------------------------------------------------------
-def add_mcp_proxy_command(sub: Any) -> None:
-    p = sub.add_parser(
-        "mcp-proxy",
-        help="run an MCP server behind a stdio proxy that refuses the tool calls a rule blocks",
-        description="Start the MCP server command given after `--` and pass every message between it and "
-                    "this process's stdin/stdout (where the MCP client talks). A tools/call request that a "
-                    "test with `action: block` refuses never reaches the server: the client gets a tool "
-                    "result with isError=true naming the rule. Each tool call becomes an execute_tool span, "
-                    "exported as OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_* say, or to --export FILE. "
-                    "Needs the mcp package: pip install 'spanassert[mcp]'. "
-                    "Example: spanassert mcp-proxy --config rules.yaml -- python my_server.py",
+def add_mcp_proxy_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Start the MCP server command given after `--` and pass every message between it and "
+        "this process's stdin/stdout (where the MCP client talks). A tools/call request that a "
+        "test with `action: block` refuses never reaches the server: the client gets a tool "
+        "result with isError=true naming the rule. Each tool call becomes an execute_tool span, "
+        "exported as OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_* say, or to --export FILE. "
+        "Needs the mcp package: pip install 'spanassert[mcp]'. "
+        "Example: spanassert mcp-proxy --config rules.yaml -- python my_server.py"
     )
     p.add_argument("--config", metavar="RULES",
                    help=f"rules file (default: ${ENV_CONFIG}); without one, calls are traced and none is refused")
@@ -167,6 +165,6 @@ def span_exporters(export_path: Optional[str]) -> List[Any]:
     return exporters
 
 
-__all__ = ["add_mcp_proxy_command", "run_mcp_proxy", "ToolCallGate", "ProxyTelemetry", "refusal_result",
+__all__ = ["add_mcp_proxy_arguments", "run_mcp_proxy", "ToolCallGate", "ProxyTelemetry", "refusal_result",
            "span_exporters", "serve_stdio", "ClaimedStdio", "PROG", "ENV_CONFIG", "MAX_RESULT_CHARS",
            "PROTOCOL_VERSION_META_KEY", "EXIT_OK", "EXIT_SERVER_GONE", "EXIT_CONFIG"]
