@@ -115,3 +115,35 @@ def test_pytest_marker_refuses_the_rules_file(pytester: pytest.Pytester) -> None
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*E_UNIT_FORM_FAILED*test `blocklist_policy` tool_blocklist #0: unit-test form failed*"])
+
+
+def test_serve_and_mcp_proxy_refuse_a_rules_file_in_one_wording(rules: Path, tmp_path: Path) -> None:
+    # config.load_to_run is how serve and mcp-proxy load the file they judge by: each problem on its
+    # line, then one `prog: path: ...` line, exit 1 for failed unit-test forms, 2 otherwise.
+    import io
+
+    from spanassert.config import load_to_run
+
+    err = io.StringIO()
+    assert load_to_run(str(rules), "spanassert serve", err) == (None, 1)
+    *listed, last = err.getvalue().splitlines()
+    assert listed == [_validate_line(tmp_path).replace("rules.yaml", str(rules))]
+    assert last == (f"spanassert serve: {rules}: 1 unit-test form(s) of the rules file failed (listed above), not "
+                    f"started; fix them (`spanassert validate {rules}` runs them alone)")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\ntests:\n  - id: x\n    assertions:\n      - type: trace_nope\n", encoding="utf-8")
+    err = io.StringIO()
+    assert load_to_run(str(bad), "spanassert mcp-proxy", err) == (None, 2)
+    *listed, last = err.getvalue().splitlines()
+    assert listed and all("trace_nope" in line for line in listed[:1])
+    assert last == (f"spanassert mcp-proxy: {bad}: invalid rules file (problems listed above), not started; "
+                    f"`spanassert validate {bad}` checks it alone")
+    err = io.StringIO()
+    assert load_to_run(str(tmp_path / "none.yaml"), "spanassert serve", err) == (None, 2)
+    assert "E_PATH_NOT_FOUND" in err.getvalue() and "invalid rules file (problems listed above)" in err.getvalue()
+    good = tmp_path / "good.yaml"
+    good.write_text("version: 1\ntests:\n  - id: a\n    assertions:\n      - type: trace_must_not_call_tool\n"
+                    "        tool: delete_database\n", encoding="utf-8")
+    err = io.StringIO()
+    config, code = load_to_run(str(good), "spanassert serve", err)
+    assert config is not None and code == 0 and err.getvalue() == ""

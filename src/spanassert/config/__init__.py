@@ -8,7 +8,7 @@ the tables and the JSON Schema export, ``model`` the loaded records, ``migrate``
 from __future__ import annotations
 
 from ..core.model import ConfigError, Diagnostic
-from .loader import load_config
+from .loader import load_config, load_to_run
 from .model import (
     Config,
     EpisodeSettings,
@@ -24,6 +24,7 @@ from .schema import build_schema
 
 __all__ = [
     "load_config",
+    "load_to_run",
     "ConfigError",
     "Diagnostic",
     "Config",

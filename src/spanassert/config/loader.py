@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import operator
 import os
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, TextIO, Tuple
 
 from ..assertions.base import Assertion, Field
 from ..assertions.registry import ASSERTION_TYPES
@@ -31,7 +31,7 @@ from .fields import (
     short,
     value_problem,
 )
-from .model import Config, EpisodeSettings, MappingRule, Match, Settings, TestCase
+from .model import Config, EpisodeSettings, MappingRule, Match, Settings, TestCase, UnitFormFailure, require_runnable
 from .reporter import Reporter, internal_error, ordered
 from .schema import (
     ACTIONS,
@@ -410,8 +410,37 @@ class _Loader(AssertionBuilder):
         return Match(agent=names(value.get("agent")), service=names(value.get("service")),
                      attributes=dict(attrs) if isinstance(attrs, dict) else {})
 
+def load_to_run(path: str, prog: str, err: TextIO) -> Tuple[Optional[Config], int]:
+    """The rules file a long-running command judges by (``serve``, ``mcp-proxy``): loaded and
+    checked as every door checks it (:func:`require_runnable`), with exit code 0. Or None and the
+    exit code after writing why the command is not started, in one wording for every such command:
+    each problem on its own line, then one ``prog: path: ...`` line saying how to fix it. Exit 1
+    when the file's own unit-test forms failed (in ``validate``'s words), 2 when it is invalid or
+    cannot be read."""
+    try:
+        config = load_config(path)
+        require_runnable(config)
+    except UnitFormFailure as exc:
+        for line in exc.lines:
+            err.write(line + "\n")
+        err.write(f"{prog}: {path}: {len(exc.lines)} unit-test form(s) of the rules file failed "
+                  f"(listed above), not started; fix them (`spanassert validate {path}` runs them alone)\n")
+        return None, 1
+    except ConfigError as exc:
+        for d in exc.diagnostics:
+            err.write(d.format() + "\n")
+        err.write(f"{prog}: {path}: invalid rules file (problems listed above), not started; "
+                  f"`spanassert validate {path}` checks it alone\n")
+        return None, 2
+    except OSError as exc:
+        err.write(f"{prog}: cannot read the rules file {path}: {exc}\n")
+        return None, 2
+    return config, 0
+
+
 def _is_valid(field: Field, value: Any) -> bool:
     return not list(field_validator(field.schema).iter_errors(value))
 
 
-__all__ = ["load_config", "LoaderBuildContext", "Reporter", "value_problem"]  # value_problem: from .fields
+# value_problem: from .fields
+__all__ = ["load_config", "load_to_run", "LoaderBuildContext", "Reporter", "value_problem"]

@@ -123,26 +123,12 @@ def _report_bytes(receiver: Receiver) -> bytes:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from ..config import ConfigError, UnitFormFailure, load_config, require_runnable
+    from ..config import load_to_run
 
     err = sys.stderr
-    try:
-        config = load_config(args.config)
-        require_runnable(config)
-    except UnitFormFailure as exc:
-        for line in exc.lines:
-            err.write(line + "\n")
-        err.write(f"spanassert serve: {args.config}: {len(exc.lines)} unit-test form(s) of the rules file failed "
-                  f"(listed above), not started; fix them (`spanassert validate {args.config}` runs them alone)\n")
-        return 1
-    except ConfigError as exc:
-        for d in exc.diagnostics:
-            err.write(d.format() + "\n")
-        err.write(f"spanassert serve: {args.config}: invalid rules file, not started\n")
-        return 2
-    except OSError as exc:
-        err.write(f"spanassert serve: cannot read {args.config}: {exc}\n")
-        return 2
+    config, refused = load_to_run(args.config, "spanassert serve", err)
+    if config is None:
+        return refused
     options = _options_from_args(args)
     try:
         options.security = load_security(TLSFiles(args.tls_cert, args.tls_key, args.tls_client_ca,

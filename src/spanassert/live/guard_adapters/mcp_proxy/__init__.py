@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, List, Optional, Sequence, TextIO
+from typing import Any, List, Optional, Sequence
 
 from .gate import MAX_RESULT_CHARS, PROG, PROTOCOL_VERSION_META_KEY, ProxyTelemetry, ToolCallGate, refusal_result
 from .stdio import EXIT_CONFIG, EXIT_OK, EXIT_SERVER_GONE, ClaimedStdio, serve_stdio
@@ -81,9 +81,13 @@ def run_mcp_proxy(args: argparse.Namespace) -> int:
                   f"`pip install 'spanassert[mcp]'` (Python 3.10+)\n")
         return EXIT_CONFIG
     path = args.config or os.environ.get(ENV_CONFIG) or None
-    config = _load_rules(path, err) if path else None
-    if path and config is None:
-        return EXIT_CONFIG
+    config = None
+    if path:
+        from ....config import load_to_run
+
+        config, _ = load_to_run(path, PROG, err)  # refused: exit 2, as every config error here
+        if config is None:
+            return EXIT_CONFIG
     try:
         exporters = span_exporters(args.export)
     except ValueError as exc:
@@ -101,31 +105,6 @@ def run_mcp_proxy(args: argparse.Namespace) -> int:
                                                exit_when_server_gone=bool(getattr(args, "own_process", False)))))
     finally:
         telemetry.shutdown()
-
-
-def _load_rules(path: str, err: TextIO) -> Any:
-    """The loaded rules, or None after writing every problem (the proxy must not start unguarded)."""
-    from ....config import ConfigError, UnitFormFailure, load_config, require_runnable
-
-    try:
-        config = load_config(path)
-        require_runnable(config)
-    except UnitFormFailure as exc:
-        for line in exc.lines:
-            err.write(line + "\n")
-        err.write(f"{PROG}: {path}: unit-test form(s) of the rules file failed (listed above), not started; "
-                  f"`spanassert validate {path}` runs them alone\n")
-        return None
-    except ConfigError as exc:
-        for d in exc.diagnostics:
-            err.write(d.format() + "\n")
-        err.write(f"{PROG}: {path}: invalid rules file (problems listed above), not started; "
-                  f"`spanassert validate {path}` checks it alone\n")
-        return None
-    except OSError as exc:
-        err.write(f"{PROG}: cannot read the rules file {path}: {exc}\n")
-        return None
-    return config
 
 
 def span_exporters(export_path: Optional[str]) -> List[Any]:
