@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import spanassert.core.calls as calls
 from spanassert import AssertionSpanProcessor
 from spanassert.config import load_config
-from spanassert.core.episode import INCOMPLETE_JUDGING_FAILED
+from spanassert.core.episode import INCOMPLETE_JUDGING_FAILED, INCOMPLETE_OPENING_NOT_JUDGED
 
 RULES = """
 version: 1
@@ -91,3 +91,145 @@ def test_a_tool_span_whose_start_could_not_be_judged_does_not_leave_its_rules_pa
     assert got["verdicts"] == {"tokens": "failed", "steps": "inconclusive", "no-delete": "inconclusive",
                                "no-repeat": "inconclusive"}, got
     assert got["incomplete"] == [INCOMPLETE_JUDGING_FAILED]
+
+
+# -- the span that would open the episode, a late span, a rule's decision at close ----------------
+
+MATCHED_RULES = """
+version: 1
+tests:
+  - id: support-no-lookup
+    match: { agent: support }
+    assertions: [{type: trace_must_not_call_tool, tool: lookup}]
+  - id: steps
+    assertions: [{type: trace_max_steps, max: 5}]
+  - id: final
+    assertions: [{type: trace_final_tool, tool: lookup}]
+  - id: no-delete
+    assertions: [{type: trace_must_not_call_tool, tool: delete_database}]
+"""
+
+
+def _agent_run(rules: str, background: bool, late: bool = False) -> List[Any]:
+    """An agent `support` calls lookup (and, with ``late``, delete_database after it ended)."""
+    episodes: List[Any] = []
+    proc = AssertionSpanProcessor(load_config(rules), export=SimpleSpanProcessor(InMemorySpanExporter()),
+                                  tick_interval=0, background=background, on_episode=episodes.append)
+    tp = TracerProvider()
+    tp.add_span_processor(proc)
+    t = tp.get_tracer("fault")
+    root = t.start_span("invoke_agent support", attributes={"gen_ai.operation.name": "invoke_agent",
+                                                            "gen_ai.agent.name": "support"})
+    ctx = api.set_span_in_context(root)
+    t.start_span("execute_tool lookup", context=ctx, attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"}).end()
+    root.end()
+    if late:
+        assert proc.force_flush(30_000)
+        t.start_span("execute_tool delete_database", context=ctx, attributes={
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "delete_database"}).end()
+    assert proc.force_flush(30_000)
+    tp.shutdown()
+    return episodes
+
+
+def _final(episodes: List[Any]) -> Dict[str, Any]:
+    last = {ep.key: ep for ep in episodes}  # a live consumer keeps the last result per key
+    assert len(last) == 1, episodes
+    ep = next(iter(last.values()))
+    return {"verdicts": {r.test_id: r.verdict.value for r in ep.results}, "incomplete": ep.incomplete}
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
+def test_the_span_that_would_open_the_episode_could_not_be_judged_leaves_no_pass(
+        monkeypatch: Any, background: bool) -> None:
+    import spanassert.mapping.mapper as mapper
+
+    real = mapper.Mapper.agent_name
+    raised: List[int] = []
+
+    def broken(self: Any, *a: Any, **k: Any) -> Any:
+        if not raised:
+            raised.append(1)
+            raise RuntimeError("injected: the agent span's start could not be judged")
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(mapper.Mapper, "agent_name", broken)
+    got = _final(_agent_run(MATCHED_RULES, background))
+    assert raised
+    # Before: the episode opened at the lookup call without the agent: support-no-lookup
+    # `not_applicable` (its `match` names the lost span's agent), steps, final and no-delete `passed`,
+    # nothing incomplete.
+    assert got["verdicts"] == {"steps": "inconclusive", "final": "inconclusive", "no-delete": "inconclusive",
+                               "support-no-lookup": "inconclusive"}, got
+    assert got["incomplete"] == [INCOMPLETE_OPENING_NOT_JUDGED]
+    # The same run without the fault: the agent's rule fails, the others pass.
+    monkeypatch.setattr(mapper.Mapper, "agent_name", real)
+    clean = _final(_agent_run(MATCHED_RULES, background))
+    assert clean["verdicts"] == {"support-no-lookup": "failed", "steps": "passed", "final": "passed",
+                                 "no-delete": "passed"}, clean
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
+def test_a_late_span_that_could_not_be_judged_amends_its_closed_episode(monkeypatch: Any, background: bool) -> None:
+    real = calls.CallsAndSteps._late_call
+
+    def broken(self: Any, *a: Any, **k: Any) -> Any:
+        raise RuntimeError("injected: a late call could not be judged")
+
+    monkeypatch.setattr(calls.CallsAndSteps, "_late_call", broken)
+    episodes = _agent_run(MATCHED_RULES, background, late=True)
+    got = _final(episodes)
+    # Before: the closed episode's results stood (no-delete `passed`) though delete_database was
+    # called after it closed and that call was never judged.
+    assert got["verdicts"]["no-delete"] == "inconclusive", got
+    assert got["verdicts"]["support-no-lookup"] == "failed", got
+    assert INCOMPLETE_JUDGING_FAILED in (got["incomplete"] or [])
+    assert episodes[-1].amendment
+    monkeypatch.setattr(calls.CallsAndSteps, "_late_call", real)
+    clean = _final(_agent_run(MATCHED_RULES, background, late=True))
+    assert clean["verdicts"]["no-delete"] == "failed", clean
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
+def test_a_rule_whose_decision_at_close_raises_is_inconclusive_and_the_others_are_decided(
+        monkeypatch: Any, background: bool) -> None:
+    from spanassert.assertions.ending import FinalToolAssertion
+
+    def broken(self: Any, *a: Any, **k: Any) -> Any:
+        raise RuntimeError("injected: a rule's decision at close raised")
+
+    monkeypatch.setattr(FinalToolAssertion, "on_close", broken)
+    episodes = _agent_run(MATCHED_RULES, background)
+    got = _final(episodes)
+    # Before: the root's end raised out of the close; the episode stayed open and closed again at
+    # shutdown, raising again: no result at all for it (and none for any other episode still open).
+    assert got["verdicts"] == {"support-no-lookup": "failed", "steps": "passed", "final": "inconclusive",
+                               "no-delete": "passed"}, got
+    assert [r.message for r in episodes[-1].results if r.test_id == "final"] == [
+        "deciding this rule raised an internal error"]
+
+
+def test_pending_marks_are_bounded_and_past_the_bound_every_episode_opening_is_marked() -> None:
+    from spanassert.core.engine import Engine
+    from spanassert.core.episode import MAX_PENDING_MARKS, OVERFLOW_PENDING_MARKS, Sink
+
+    class Counting(Sink):
+        def __init__(self) -> None:
+            self.overflows: List[str] = []
+
+        def overflow(self, kind: str) -> None:
+            self.overflows.append(kind)
+
+    sink = Counting()
+    engine = Engine(load_config(RULES), sink=sink)
+    for i in range(MAX_PENDING_MARKS):
+        engine.judging_failed(format(i + 1, "032x"))
+    assert len(engine._notes) == MAX_PENDING_MARKS and not sink.overflows
+    engine.judging_failed(format(MAX_PENDING_MARKS + 1, "032x"))
+    assert len(engine._notes) == MAX_PENDING_MARKS  # bounded
+    assert sink.overflows == [OVERFLOW_PENDING_MARKS]
+    # The forgotten mark's trace (the oldest) and any other trace: their episodes open marked.
+    for tid in (format(1, "032x"), "ab" * 16):
+        engine.start_span(tid, "1" * 16, None, "invoke_agent a", {"gen_ai.operation.name": "invoke_agent"}, 1)
+        assert INCOMPLETE_OPENING_NOT_JUDGED in (engine.by_trace[tid].incomplete or [])

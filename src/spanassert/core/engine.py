@@ -89,6 +89,9 @@ class Engine(EarlyCheck, EpisodeLifecycle):
         # Assembled traces (replay, serve): what is missing from the trace being fed, noted by
         # begin_trace() before its first span and applied to its episode.
         self._notes: Dict[str, Tuple[List[str], bool]] = {}
+        # Live: pending marks (see judging_failed) were forgotten past their bound: every episode
+        # that opens is marked incomplete.
+        self._marks_lost = False
         self.truncated_results = 0  # tool results cut to max_argument_bytes (all episodes)
         self.track_span_ids = False  # set by feed_trace (replay, serve): see Episode.seen
         self.now_ns = 0

@@ -26,6 +26,11 @@ OVERFLOW_RESULT_TRUNCATED = "result_truncated"  # a tool result cut to max_argum
 INCOMPLETE_ROOT_NOT_SEEN = "root not seen"
 # Live: an error inside spanassert while it judged a span of the episode (that span's evidence is lost).
 INCOMPLETE_JUDGING_FAILED = "a span could not be judged (internal error)"
+# Live: a span of the trace could not be judged before any episode of it was open (it may be the
+# span that would have opened it: its agent, service and attributes select the rules by `match`).
+INCOMPLETE_OPENING_NOT_JUDGED = "a span of this trace could not be judged before the episode opened (internal error)"
+OVERFLOW_PENDING_MARKS = "judging_failed_not_remembered"  # past MAX_PENDING_MARKS (every episode is marked)
+MAX_PENDING_MARKS = 4096  # traces with such a span and no episode yet, remembered until one opens
 
 
 def parents_not_in_input(count: int) -> str:
@@ -78,6 +83,12 @@ class Sink:
 
     def trace_tracked(self, trace_id: str) -> None:
         """The engine now follows this trace (an open or recently closed episode holds it)."""
+
+    def internal_error(self, kind: str, exc: BaseException) -> None:
+        """An error inside spanassert that the engine caught and judged around (a rule's decision
+        at close raised: that rule is `inconclusive`). Doors that count internal errors override
+        this; the default raises it again (replay stops with an internal error)."""
+        raise exc
 
     def root_elsewhere(self, trace_id: str) -> bool:
         """Asked when an episode opens for this trace (or the trace joins a conversation's

@@ -12,10 +12,13 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, 
 from ..mapping import ROLE_AGENT, Mapper
 from .episode import (
     INCOMPLETE_JUDGING_FAILED,
+    INCOMPLETE_OPENING_NOT_JUDGED,
     INCOMPLETE_ROOT_NOT_SEEN,
+    MAX_PENDING_MARKS,
     MAX_SEEN_IDS,
     NO_IDS,
     OVERFLOW_EPISODE_EVICTED,
+    OVERFLOW_PENDING_MARKS,
     PARENTS_NOT_IN_INPUT_SUFFIX,
     Episode,
     parents_not_in_input,
@@ -40,6 +43,7 @@ class EpisodeLifecycle(Verdicts):
     idle_deadline: int
     _trace_seq: Dict[str, int]
     _notes: Dict[str, Tuple[List[str], bool]]
+    _marks_lost: bool
 
     def tick(self, now_ns: Optional[int] = None) -> List[EpisodeResult]:
         """Close episodes idle for longer than ``idle_timeout``. ``now_ns`` defaults to the latest
@@ -87,10 +91,37 @@ class EpisodeLifecycle(Verdicts):
         """An error inside spanassert while judging a span of ``trace_id`` (live: the processor
         caught it, so that span's start or end was not taken in): the evidence of its open episode
         is incomplete from then on. A rule the lost span could have broken then ends `inconclusive`
-        at close, never `passed`; failures found stand."""
+        at close, never `passed`; failures found stand. A closed episode of the trace is amended;
+        with no episode of the trace yet, the one that opens for it starts incomplete."""
         ep = self.by_trace.get(trace_id)
         if ep is not None and not ep.closed:
             self._mark_incomplete(ep, [INCOMPLETE_JUDGING_FAILED], True)
+            return
+        old = self.recent.get(trace_id)
+        if old is not None:
+            # A span of a closed episode (a late span): the verdicts given were decided without
+            # it; they are decided again with the evidence marked incomplete (an amendment).
+            if INCOMPLETE_JUDGING_FAILED not in (old.incomplete or ()):
+                self._mark_incomplete(old, [INCOMPLETE_JUDGING_FAILED], True)
+                self._amend(old)
+            return
+        # No episode of the trace yet: the lost span may be the one that would have opened it (its
+        # agent and attributes select the rules by `match`). A pending mark: the episode that
+        # opens for this trace starts incomplete. Bounded: past MAX_PENDING_MARKS traces whose
+        # episode never opened, the oldest mark is forgotten, counted, and every episode that
+        # opens from then on is marked instead (never a pass that a forgotten mark would stop).
+        notes = self._notes
+        note = notes.get(trace_id)
+        if note is not None:
+            if INCOMPLETE_OPENING_NOT_JUDGED not in note[0]:
+                note[0].append(INCOMPLETE_OPENING_NOT_JUDGED)
+            return
+        if len(notes) >= MAX_PENDING_MARKS:
+            del notes[next(iter(notes))]
+            if not self._marks_lost:
+                self._marks_lost = True
+            self.sink.overflow(OVERFLOW_PENDING_MARKS)
+        notes[trace_id] = ([INCOMPLETE_OPENING_NOT_JUDGED], True)
 
     # -- assembled traces (replay, serve) ------------------------------------------------------------
     def begin_trace(self, trace_id: str, incomplete: Sequence[str] = (), root_seen: bool = True,
@@ -153,6 +184,8 @@ class EpisodeLifecycle(Verdicts):
         note = self._notes.pop(trace_id, None)
         if note is not None:
             self._mark_incomplete(ep, note[0], note[1])
+        if self._marks_lost:
+            self._mark_incomplete(ep, [INCOMPLETE_OPENING_NOT_JUDGED], True)
 
 
     # -- episodes ---------------------------------------------------------------------------------
@@ -179,7 +212,7 @@ class EpisodeLifecycle(Verdicts):
             self.sink.trace_tracked(trace_id)
             if self.sink.root_elsewhere(trace_id):
                 self._mark_incomplete(ep, (), False)
-            if self._notes:
+            if self._notes or self._marks_lost:
                 self._apply_notes(ep, trace_id)
         if ep.traces is None:
             ep.traces = set()
@@ -209,7 +242,7 @@ class EpisodeLifecycle(Verdicts):
         self.sink.episode_opened()
         if self.sink.root_elsewhere(trace_id):
             self._mark_incomplete(ep, (), False)
-        if self._notes:
+        if self._notes or self._marks_lost:
             self._apply_notes(ep, trace_id)
         return ep
 
@@ -227,7 +260,7 @@ class EpisodeLifecycle(Verdicts):
         self.open[ep.key] = ep
         self.by_trace[ep.trace_id] = ep
         self.sink.trace_tracked(ep.trace_id)
-        if self._notes:
+        if self._notes or self._marks_lost:
             self._apply_notes(ep, ep.trace_id)
         return ep
 

@@ -10,7 +10,7 @@ from collections import OrderedDict
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..assertions.base import NEED_RESULT
-from .episode import INCOMPLETE_ROOT_NOT_SEEN, NO_STATE, OUT_OF_ORDER, Episode, Sink
+from .episode import INCOMPLETE_OPENING_NOT_JUDGED, INCOMPLETE_ROOT_NOT_SEEN, NO_STATE, OUT_OF_ORDER, Episode, Sink
 from .model import CloseReason, EpisodeView, Failure, Outcome, ToolCall, Verdict
 from .plan import Plan, Slot
 from .results import AssertionResult, EpisodeResult, Violation, assertion_result, episode_result
@@ -19,6 +19,8 @@ from .results import AssertionResult, EpisodeResult, Violation, assertion_result
 _PASSED, _FAILED, _NOT_APPLICABLE = Verdict.PASSED, Verdict.FAILED, Verdict.NOT_APPLICABLE
 _ROOT_ENDED, _IDLE, _END_OF_INPUT = CloseReason.ROOT_ENDED, CloseReason.IDLE, CloseReason.END_OF_INPUT
 _INTERNAL_ERROR = CloseReason.INTERNAL_ERROR
+# A rule whose decision at close raised (an error inside spanassert): unknown, never a pass.
+_CLOSE_RAISED = Outcome(Verdict.INCONCLUSIVE, "deciding this rule raised an internal error")
 
 
 def violation_of(ep: Episode, slot: Slot, message: str, span_id: Optional[str], tool: Optional[str],
@@ -165,9 +167,13 @@ class Verdicts:
             outcome = shared[i] if st is NO_STATE and shared is not None else None
             if outcome is None:
                 a = slot.assertion
-                if st is NO_STATE:
-                    st = states[i] = a.new_state()
-                outcome = a.on_close(st, view)
+                try:
+                    if st is NO_STATE:
+                        st = states[i] = a.new_state()
+                    outcome = a.on_close(st, view)
+                except Exception as exc:  # noqa: BLE001 - one rule's error must not lose the others' verdicts
+                    self.sink.internal_error("close", exc)  # counted by the door (replay: raised again)
+                    outcome = _CLOSE_RAISED
             if first is not None:
                 verdict, message, sid = _FAILED, first.message, first.span_id
             else:
@@ -186,11 +192,18 @@ class Verdicts:
                     verdict, message = self._downgrade(slot, view, in_flight, message)
             test_id, type_name, a_index, a_name, severity, shadow = slot.head
             append(assertion_result(test_id, type_name, a_index, a_name, verdict, message, sid, severity, shadow))
-        for t in plan.excluded:
-            severity = str(getattr(t.severity, "value", t.severity))
-            for a in t.trace_assertions:
-                append(assertion_result(t.id, a.type_name, a.index, a.name, _NOT_APPLICABLE,
-                                        "`match` did not select this episode", None, severity, t.shadow))
+        if plan.excluded:
+            # A span of the trace lost before the episode opened may be the one whose agent,
+            # service or attributes `match` would have selected: not "not applicable", unknown.
+            lost = not plain and INCOMPLETE_OPENING_NOT_JUDGED in (view.incomplete or ())
+            verdict, message = ((Verdict.INCONCLUSIVE, "`match` did not select this episode, but the span that "
+                                 "opened it may not have been judged (internal error)") if lost
+                                else (_NOT_APPLICABLE, "`match` did not select this episode"))
+            for t in plan.excluded:
+                severity = str(getattr(t.severity, "value", t.severity))
+                for a in t.trace_assertions:
+                    append(assertion_result(t.id, a.type_name, a.index, a.name, verdict, message, None, severity,
+                                            t.shadow))
         return results
 
     @staticmethod
@@ -200,7 +213,13 @@ class Verdicts:
         out: List[Optional[Outcome]] = []
         for slot in plan.slots:
             a = slot.assertion
-            out.append(a.on_close(a.new_state(), view) if a.untouched_close_shared else None)
+            outcome = None
+            if a.untouched_close_shared:
+                try:
+                    outcome = a.on_close(a.new_state(), view)
+                except Exception:  # noqa: BLE001 - decided again per episode, where the error is counted
+                    outcome = None
+            out.append(outcome)
         return out
 
     @staticmethod
