@@ -330,6 +330,14 @@ class TraceBuffer:
             out.sort(key=lambda recs: min(r.start_ns for r in recs))
         return out
 
+    def next_due(self) -> Optional[float]:
+        """A lower bound on the clock at which a held trace is due: the least recently active
+        trace's last activity plus ``settle`` (None when nothing is held). Traces behind it were
+        active no earlier, so none is due sooner."""
+        for p in self.pending.values():
+            return p.last_seen_at + self.settle
+        return None
+
     def release(self, trace_id: str) -> Optional[List[SpanRecord]]:
         """Take one trace out now, whatever its state (a receiver's per-trace bound), or None."""
         p = self.pending.pop(trace_id, None)

@@ -39,6 +39,9 @@ from .sink import ServeSink
 # spanassert.overflows{kind}: a trace judged before it settled (span or time bound per trace).
 OVERFLOW_TRACE_RELEASED_EARLY = "trace_released_early"
 
+# How often the engine thread looks for settled traces and closes idle episodes, at the latest.
+TICK_SECONDS = 0.1
+
 
 class _TraceSide:
     """What the receiver keeps per buffered trace beside the records: span ids seen (retried
@@ -298,10 +301,18 @@ class Receiver:
         with the rest; only what escapes that (a ``BaseException``) ends the thread, and then
         /health answers 503 and requests are refused."""
         next_tick = 0.0
+        buffer = self.buffer
         try:
             while True:
                 self.engine_beat = now = time.monotonic()
-                batch = self.queue.get(timeout=0.1)
+                # Wait for a request until the next tick, or until the least recently active trace
+                # could be due, whichever comes first: a trace is judged when it settled, not up to
+                # a tick later, and a tick that came due while the last one fed traces runs at once.
+                wake = next_tick
+                front = buffer.next_due()
+                if front is not None and buffer.clock < front < wake:
+                    wake = front
+                batch = self.queue.get(timeout=min(max(0.0, wake - now), TICK_SECONDS))
                 now = time.monotonic()
                 if self.cut.is_set():
                     if batch is not None:
@@ -315,13 +326,14 @@ class Receiver:
                     self._take(batch, min(batch.arrived, now))
                 elif self.queue.drained():
                     break
-                if now >= next_tick:
-                    for trace in self.buffer.due(self.queue.horizon(now)):
+                if now >= wake:
+                    for trace in buffer.due(self.queue.horizon(now)):
                         self._feed(trace)
-                    # Attribute-keyed episodes (and traces whose root never came) close on the
-                    # wall clock, as in the live processor.
-                    self._guarded("serve_tick", self.engine.tick, time.time_ns())
-                    next_tick = now + 0.1
+                    if now >= next_tick:
+                        # Attribute-keyed episodes (and traces whose root never came) close on the
+                        # wall clock, as in the live processor.
+                        self._guarded("serve_tick", self.engine.tick, time.time_ns())
+                        next_tick = now + TICK_SECONDS
                 self._after_work()
             for trace in self.buffer.drain():
                 if self.cut.is_set():
