@@ -187,7 +187,8 @@ class RuleState:
 
 
 class Rule:
-    """A parsed rule. Subclasses declare ``kind``, ``fields`` and their state class."""
+    """A parsed rule. Subclasses declare ``kind``, ``fields``, their state class and the form of
+    their id; ``distinct`` when two of their operands must differ."""
 
     kind: ClassVar[str] = ""
     fields: ClassVar[Dict[str, Field]] = {}
@@ -195,14 +196,19 @@ class Rule:
     # Fields that are call selectors (everything else is a plain value).
     operand_fields: ClassVar[Tuple[str, ...]] = ()
     state_class: ClassVar[Type[RuleState]] = RuleState
+    # The rule id (kind plus operands, stable across runs), filled from the fields, operands by
+    # their labels: "before:{first}->{then}". A kind whose id is not one format overrides _id.
+    id_format: ClassVar[str] = ""
+    # Two operands that must not select the same calls, and why not / how to fix it: (a, b, why, hint).
+    distinct: ClassVar[Optional[Tuple[str, str, str, str]]] = None
 
     def __init__(self, values: Dict[str, Any], operands: Dict[str, Any]) -> None:
         self.values = values
         self.operands = operands
+        self.rule_id = self._id()
 
-    @property
-    def rule_id(self) -> str:
-        raise NotImplementedError
+    def _id(self) -> str:
+        return self.id_format.format_map({**self.values, **self.operands})
 
     @property
     def reads_arguments(self) -> bool:
@@ -215,7 +221,13 @@ class Rule:
         return out
 
     def check(self, ctx: BuildContext, field: str) -> None:
-        """Semantic checks beyond the field schemas (report through ``ctx.error``)."""
+        """Semantic checks beyond the field schemas (report through ``ctx.error``): the ``distinct``
+        operands."""
+        if self.distinct is None:
+            return
+        a, b, why, hint = self.distinct
+        if self.operands[a].key == self.operands[b].key:
+            ctx.error(E_CFG_RULE, f"`{self.kind}` with {a} == {b} ('{self.operands[a]}') {why}", field=field, hint=hint)
 
     def new_state(self) -> RuleState:
         return self.state_class(self)

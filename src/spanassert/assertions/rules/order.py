@@ -5,12 +5,9 @@ from __future__ import annotations
 from typing import List, Optional
 
 from ...core.model import ToolCall
-from ..base import BuildContext, Field
-from ..selectors import (
-    SELECTOR_SCHEMA,
-)
+from ..base import Field
+from ..selectors import SELECTOR_SCHEMA
 from .common import (
-    E_CFG_RULE,
     HELD,
     INCONCLUSIVE,
     NOT_EXERCISED,
@@ -84,20 +81,9 @@ class BeforeRule(Rule):
         "then": Field(SELECTOR_SCHEMA, required=True, doc="The call that may only follow `first`."),
     }
     state_class = _BeforeState
-
-    @property
-    def rule_id(self) -> str:
-        return f"before:{self.operands['first']}->{self.operands['then']}"
-
-    def check(self, ctx: BuildContext, field: str) -> None:
-        if self.operands["first"].key == self.operands["then"].key:
-            ctx.error(
-                E_CFG_RULE,
-                f"`before` with first == then ('{self.operands['first']}') cannot constrain anything: "
-                "a call always comes no later than itself",
-                field=field,
-                hint="name two different calls in `first` and `then`",
-            )
+    id_format = "before:{first}->{then}"
+    distinct = ("first", "then", "cannot constrain anything: a call always comes no later than itself",
+                "name two different calls in `first` and `then`")
 
 
 # eventually ---------------------------------------------------------------------------------------
@@ -155,10 +141,7 @@ class EventuallyRule(Rule):
         "within": Field({"type": "integer", "minimum": 1}, required=True, doc="Deadline, in calls from the start."),
     }
     state_class = _EventuallyState
-
-    @property
-    def rule_id(self) -> str:
-        return f"eventually:{self.operands['tool']}@{self.values['within']}"
+    id_format = "eventually:{tool}@{within}"
 
 
 # after --------------------------------------------------------------------------------------------
@@ -249,20 +232,9 @@ class AfterRule(Rule):
         "within": Field({"type": "integer", "minimum": 1}, default=1, doc="Window, in calls after the trigger."),
     }
     state_class = _AfterState
-
-    @property
-    def rule_id(self) -> str:
-        return f"after:{self.operands['trigger']}->{self.operands['then']}@{self.values['within']}"
-
-    def check(self, ctx: BuildContext, field: str) -> None:
-        if self.operands["trigger"].key == self.operands["then"].key:
-            ctx.error(
-                E_CFG_RULE,
-                f"`after` with trigger == then ('{self.operands['then']}') can never hold on a finished "
-                "episode: the last such call always waits for another",
-                field=field,
-                hint="name a different call in `then`",
-            )
+    id_format = "after:{trigger}->{then}@{within}"
+    distinct = ("trigger", "then", "can never hold on a finished episode: the last such call always waits for another",
+                "name a different call in `then`")
 
 
 # never_after --------------------------------------------------------------------------------------
@@ -317,10 +289,7 @@ class NeverAfterRule(Rule):
         "forbidden": Field(SELECTOR_SCHEMA, required=True, doc="The banned call."),
     }
     state_class = _NeverAfterState
-
-    @property
-    def rule_id(self) -> str:
-        return f"never_after:{self.operands['trigger']}->{self.operands['forbidden']}"
+    id_format = "never_after:{trigger}->{forbidden}"
 
 
 # sequence -----------------------------------------------------------------------------------------
@@ -399,7 +368,6 @@ class SequenceRule(Rule):
     }
     state_class = _SequenceState
 
-    @property
-    def rule_id(self) -> str:
+    def _id(self) -> str:
         names = ">".join(str(t) for t in self.operands["tools"])
         return f"sequence{':strict' if self.values['strict'] else ''}:{names}"

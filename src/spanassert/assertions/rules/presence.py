@@ -54,10 +54,7 @@ class RequireRule(Rule):
     operand_fields = ("tool",)
     fields = {"tool": Field(SELECTOR_SCHEMA, required=True, doc="The call that must occur.")}
     state_class = _RequireState
-
-    @property
-    def rule_id(self) -> str:
-        return f"require:{self.operands['tool']}"
+    id_format = "require:{tool}"
 
 
 # blocklist ----------------------------------------------------------------------------------------
@@ -82,10 +79,7 @@ class BlocklistRule(Rule):
     fields = {"pattern": Field({"type": "string", "minLength": 1}, required=True,
                                doc="Substring of the tool name that is forbidden.")}
     state_class = _BlocklistState
-
-    @property
-    def rule_id(self) -> str:
-        return f"blocklist:{self.values['pattern']}"
+    id_format = "blocklist:{pattern}"
 
     def check(self, ctx: BuildContext, field: str) -> None:
         # Assay's semantics stay: a plain substring, `*` included. A pattern that looks like a glob
@@ -152,7 +146,4 @@ class MaxCallsRule(Rule):
         "max": Field({"type": "integer", "minimum": 0}, required=True, doc="Largest allowed count."),
     }
     state_class = _MaxCallsState
-
-    @property
-    def rule_id(self) -> str:
-        return f"max_calls:{self.operands['tool']}<={self.values['max']}"
+    id_format = "max_calls:{tool}<={max}"
