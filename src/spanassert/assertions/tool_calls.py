@@ -34,8 +34,29 @@ class MustCallState:
         self.more: Optional[RareFacts] = None
 
 
+class _ToolRule(Assertion):
+    """What both rules share: the calls of `tool` (or `tool_pattern`) they select, narrowed by
+    `args_match`, whose arguments they then need."""
+
+    tool_required = True
+
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        self.selector = tool_selector(values, ctx, required=True,
+                                      args_match=ArgsMatch.build(values.get("args_match"), ctx, "args_match")
+                                      ) or CallSelector("")
+        self.tool = self.selector.name_label
+        self.select_calls(self.selector)
+        self.needs = frozenset((NEED_ARGUMENTS,)) if self.selector.args_match is not None else frozenset()
+
+    def ineffective_reason(self) -> Optional[str]:
+        if not self.tool:
+            return "`tool` is empty, and no call has an empty name"
+        return None
+
+
 @register
-class MustCallToolAssertion(Assertion):
+class MustCallToolAssertion(_ToolRule):
     type_name = "trace_must_call_tool"
     decides_on_close = True
     pass_survives_unseen_calls = True  # calls that were not seen cannot undo the count reached
@@ -46,7 +67,6 @@ class MustCallToolAssertion(Assertion):
         "closed before it finished (evicted, timed out, shut down) with the count not yet reached, or "
         "when calls of the tool had unrecorded arguments that could have made up the shortfall."
     )
-    tool_required = True
     fields = {
         **tool_fields("Exact name of the tool that must be called.", required=True, empty_is_ineffective=True),
         "min_calls": Field(
@@ -61,19 +81,11 @@ class MustCallToolAssertion(Assertion):
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
         self.min_calls: int = values.get("min_calls", 1)
-        self.selector = tool_selector(values, ctx, required=True,
-                                      args_match=ArgsMatch.build(values.get("args_match"), ctx, "args_match")
-                                      ) or CallSelector("")
-        self.tool = self.selector.name_label
-        self.select_calls(self.selector)
-        self.needs = frozenset((NEED_ARGUMENTS,)) if self.selector.args_match is not None else frozenset()
 
     def ineffective_reason(self) -> Optional[str]:
-        if not self.tool:
-            return "`tool` is empty, and no call has an empty name"
-        if self.min_calls <= 0:
+        if self.min_calls <= 0 and self.tool:
             return "`min_calls: 0` holds for every episode, including one that never calls the tool"
-        return None
+        return super().ineffective_reason()
 
     def new_state(self) -> MustCallState:
         return MustCallState()
@@ -133,7 +145,7 @@ def _undecided(state: Any, selector: CallSelector, call: ToolCall) -> None:
 
 
 @register
-class MustNotCallToolAssertion(Assertion):
+class MustNotCallToolAssertion(_ToolRule):
     type_name = "trace_must_not_call_tool"
     order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
     doc = (
@@ -143,7 +155,6 @@ class MustNotCallToolAssertion(Assertion):
         "start when recorded then, else span end). Inconclusive when a call of the tool had unrecorded "
         "arguments (so the match could not be decided), or when the episode closed before it finished."
     )
-    tool_required = True
     fields = {
         **tool_fields("Exact name of the forbidden tool.", required=True, empty_is_ineffective=True),
         "args_match": Field(ARGS_MATCH_SCHEMA, doc="Forbid only calls whose arguments match " + _ARGS_MATCH_RULE),
@@ -153,18 +164,7 @@ class MustNotCallToolAssertion(Assertion):
 
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
-        self.selector = tool_selector(values, ctx, required=True,
-                                      args_match=ArgsMatch.build(values.get("args_match"), ctx, "args_match")
-                                      ) or CallSelector("")
-        self.tool = self.selector.name_label
-        self.select_calls(self.selector)
-        self.needs = frozenset((NEED_ARGUMENTS,)) if self.selector.args_match is not None else frozenset()
         self.reports_at_start = self.selector.args_match is None
-
-    def ineffective_reason(self) -> Optional[str]:
-        if not self.tool:
-            return "`tool` is empty, and no call has an empty name"
-        return None
 
     def new_state(self) -> MustNotCallState:
         return MustNotCallState()
