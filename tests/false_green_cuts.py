@@ -13,11 +13,15 @@ replayed. A *cut* of it is what a front door gets instead:
   cap, engine thread);
 - live: the real SDK with :class:`AssertionSpanProcessor` (inline and background), the root that
   never ends, tool spans that are their own local roots under a remote parent, calls made after
-  the root ended (late).
+  the root ended (late);
+- span limits: the same episodes recorded by an SDK that keeps 1-4 attributes per span (its
+  ``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``, which evicts the oldest: a span's markers, its tool name, its
+  arguments), judged live (inline and background), replayed from a real file and served.
 
 The property: for every rule the whole evidence fails, every episode of the trace answers
 `failed` or `inconclusive`, never `passed`, whenever the cut kept the spans the failure rests on or
-its loss is detectable (root or a parent missing, the cap overflowed, a truncated file).
+its loss is detectable (root or a parent missing, the cap overflowed, a truncated file, a span that
+says its SDK dropped attributes).
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 from hypothesis import strategies as st
 from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
@@ -92,9 +96,15 @@ live_cut_strategy = st.fixed_dictionaries({
     "background": st.booleans(),
 })
 
+limits_cut_strategy = st.fixed_dictionaries({
+    "limit": st.integers(min_value=1, max_value=5),
+    "background": st.booleans(),
+    "generic": st.booleans(),
+})
+
 # How many examples and cuts the property tried (the note quotes them).
 TRIED: Dict[str, int] = {"examples": 0, "replay_cuts": 0, "file_cuts": 0, "serve_cuts": 0, "live_cuts": 0,
-                         "checks": 0}
+                         "limit_cuts": 0, "checks": 0}
 
 _AGENT = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}
 
@@ -104,49 +114,63 @@ def _tool_attrs(c: Dict[str, Any]) -> Dict[str, Any]:
             "gen_ai.tool.call.arguments": json.dumps({"amount": c["amount"]})}
 
 
-def play(tracer: Any, calls: Sequence[Dict[str, Any]], *, mode: str = "whole", late_from: int = 0) -> None:
+def play(tracer: Any, calls: Sequence[Dict[str, Any]], *, mode: str = "whole", late_from: int = 0,
+         generic: bool = False) -> None:
     """One episode through the SDK. ``mode``: ``whole``; ``root_never_ends`` (the agent span is
     started and never ended); ``remote_parent`` (no agent span here: each call's parent is a span
     of another process, so each is its own local root); ``late_tail`` (calls from ``late_from`` on
-    start after the agent span ended, as its children)."""
+    start after the agent span ended, as its children). ``generic``: span names that say nothing
+    (``agent``, ``llm``, ``tool``: the attributes alone make them GenAI spans), and each span below the
+    root gets two attributes after it started, as instrumentations add results and details."""
     if mode == "remote_parent":
         remote = SpanContext(random.getrandbits(128) or 1, random.getrandbits(64) or 1, is_remote=True,
                              trace_flags=TraceFlags(TraceFlags.SAMPLED))
         parent_ctx = otel_trace.set_span_in_context(NonRecordingSpan(remote))
         for c in calls:
-            _call(tracer, c, parent_ctx)
+            _call(tracer, c, parent_ctx, generic)
         return
-    root = tracer.start_span("invoke_agent support", attributes=_AGENT)
+    root = tracer.start_span("agent" if generic else "invoke_agent support", attributes=_AGENT)
     ctx = otel_trace.set_span_in_context(root)
     cut = len(calls) if mode != "late_tail" else min(late_from, len(calls))
     for c in calls[:cut]:
-        _call(tracer, c, ctx)
+        _call(tracer, c, ctx, generic)
     if mode != "root_never_ends":
         root.end()
     for c in calls[cut:]:
-        _call(tracer, c, ctx)
+        _call(tracer, c, ctx, generic)
 
 
-def _call(tracer: Any, c: Dict[str, Any], ctx: Any) -> None:
+def _details(span: Any) -> Any:
+    span.set_attribute("app.detail", "x")
+    span.set_attribute("app.more", "y")
+    return span
+
+
+def _call(tracer: Any, c: Dict[str, Any], ctx: Any, generic: bool = False) -> None:
+    done = _details if generic else (lambda s: s)
     if c["step"]:
-        tracer.start_span("chat model", context=ctx, attributes={"gen_ai.operation.name": "chat"}).end()
+        done(tracer.start_span("llm" if generic else "chat model", context=ctx,
+                               attributes={"gen_ai.operation.name": "chat"})).end()
     sub = None
     if c["nested"]:
-        sub = tracer.start_span("invoke_agent sub", context=ctx, attributes={
-            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "sub"})
+        sub = done(tracer.start_span("agent" if generic else "invoke_agent sub", context=ctx, attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "sub"}))
         ctx = otel_trace.set_span_in_context(sub)
-    tracer.start_span(f"execute_tool {c['tool']}", context=ctx, attributes=_tool_attrs(c)).end()
+    done(tracer.start_span("tool" if generic else f"execute_tool {c['tool']}", context=ctx,
+                           attributes=_tool_attrs(c))).end()
     if sub is not None:
         sub.end()
 
 
-def record_spans(episodes: Sequence[Sequence[Dict[str, Any]]]) -> List[ReadableSpan]:
+def record_spans(episodes: Sequence[Sequence[Dict[str, Any]]], limit: Optional[int] = None,
+                 generic: bool = False) -> List[ReadableSpan]:
     exporter = InMemorySpanExporter()
-    tp = TracerProvider(resource=Resource.create({"service.name": "agent"}))
+    tp = TracerProvider(resource=Resource.create({"service.name": "agent"}),
+                        span_limits=SpanLimits(max_span_attributes=limit) if limit is not None else None)
     tp.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = tp.get_tracer("false-green")
     for calls in episodes:
-        play(tracer, calls)
+        play(tracer, calls, generic=generic)
     tp.shutdown()
     return list(exporter.get_finished_spans())
 
@@ -438,3 +462,53 @@ def _whole_trace_order(spans: List[ReadableSpan]) -> List[str]:
         tid = format(s.get_span_context().trace_id, "032x")
         first[tid] = min(first.get(tid, s.start_time or 0), s.start_time or 0)
     return sorted(first, key=first.__getitem__)
+
+
+# -- span limits ----------------------------------------------------------------------------------------
+
+def check_span_limits(episodes: Sequence[Sequence[Dict[str, Any]]], spec: Dict[str, Any]) -> None:
+    """The episodes recorded under an attribute count limit: live, replayed from a real file, served.
+    Every failing rule of the whole evidence is never `passed` (a span that lost attributes says so)."""
+    whole = record_spans(episodes, generic=spec["generic"])
+    failures = whole_failures(whole)
+    if not failures:
+        return
+    TRIED["examples"] += 1
+    order = _whole_trace_order(whole)
+    limited = record_spans(episodes, limit=spec["limit"], generic=spec["generic"])
+    limited_order = _whole_trace_order(limited)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "limited.jsonl")
+        open(path, "w").close()
+        write_jsonl(limited, path)
+        replayed = replay_cut([path], None).episodes
+    served = serve_cut(limited, None)
+    # Live: the processor under the same limits.
+    results: List[EpisodeResult] = []
+    exporter = InMemorySpanExporter()
+    proc = AssertionSpanProcessor(RULES, export=SimpleSpanProcessor(exporter), on_episode=results.append,
+                                  tick_interval=0, background=spec["background"])
+    tp = TracerProvider(resource=Resource.create({"service.name": "agent"}),
+                        span_limits=SpanLimits(max_span_attributes=spec["limit"]))
+    tp.add_span_processor(proc)
+    tracer = tp.get_tracer("false-green-limits")
+    for calls in episodes:
+        play(tracer, calls, generic=spec["generic"])
+    tp.shutdown()
+    live_order = _whole_trace_order(list(exporter.get_finished_spans()))
+    final: Dict[str, EpisodeResult] = {}
+    for r in results:
+        final[r.key] = r  # the last result per episode is its verdict
+    TRIED["limit_cuts"] += 1
+    for where, eps, tids in (("replay", replayed, limited_order), ("serve", served, limited_order),
+                             ("live", list(final.values()), live_order)):
+        per_trace = verdicts_by_trace(eps)
+        for i, whole_tid in enumerate(order):
+            if whole_tid not in failures or i >= len(tids):
+                continue
+            per = per_trace.get(tids[i], {})
+            for rule in failures[whole_tid]:
+                TRIED["checks"] += 1
+                assert Verdict.PASSED not in per.get(rule, []), (
+                    f"{where} under an attribute limit of {spec['limit']}: `{rule}` passed on trace {tids[i]}; "
+                    f"the whole evidence fails it: {per.get(rule)}")

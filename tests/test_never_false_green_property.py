@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 
-from false_green_cuts import TRIED, check_live, check_replay_and_serve, cut_strategy, episodes_strategy, live_cut_strategy
+from false_green_cuts import (
+    TRIED,
+    check_live,
+    check_replay_and_serve,
+    check_span_limits,
+    cut_strategy,
+    episodes_strategy,
+    limits_cut_strategy,
+    live_cut_strategy,
+)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -20,9 +29,15 @@ def test_no_cut_of_the_evidence_passes_a_failing_episode_live(episodes, cut):
     check_live(episodes, cut)
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(episodes_strategy, limits_cut_strategy)
+def test_no_attribute_limit_of_the_sdk_passes_a_failing_episode(episodes, cut):
+    check_span_limits(episodes, cut)
+
+
 def test_the_property_tried_cuts_and_checked_verdicts():
-    # Runs after the two properties (file order): they did try cuts and did check verdicts.
-    assert TRIED["examples"] > 0 and TRIED["checks"] > 0, TRIED
+    # Runs after the three properties (file order): they did try cuts and did check verdicts.
+    assert TRIED["examples"] > 0 and TRIED["checks"] > 0 and TRIED["limit_cuts"] > 0, TRIED
     print(f"false-green property: {TRIED}")
 
 

@@ -20,6 +20,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from .core.assembly import live_order
 from .core.model import MISSING, STATUS_ERROR, STATUS_OK, STATUS_UNSET, SpanEvent, SpanRecord, ToolCall
+from .core.spans import dropped_count
 from .mapping import ROLE_AGENT, ROLE_STEP, ROLE_TOOL, Mapper
 from .trace_check import (
     EXPECTATION_KEYS,
@@ -51,6 +52,7 @@ def _from_readable(span: Any) -> SpanRecord:
         events=[SpanEvent(e.name, e.timestamp, dict(e.attributes or {})) for e in span.events],
         resource=dict(span.resource.attributes) if span.resource is not None else {},
         scope=span.instrumentation_scope.name if span.instrumentation_scope is not None else "",
+        dropped=dropped_count(getattr(span, "dropped_attributes", 0), getattr(span, "dropped_events", 0)),
     )
 
 

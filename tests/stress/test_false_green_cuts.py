@@ -8,7 +8,16 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 
-from false_green_cuts import TRIED, check_live, check_replay_and_serve, cut_strategy, episodes_strategy, live_cut_strategy
+from false_green_cuts import (
+    TRIED,
+    check_live,
+    check_replay_and_serve,
+    check_span_limits,
+    cut_strategy,
+    episodes_strategy,
+    limits_cut_strategy,
+    live_cut_strategy,
+)
 
 from .report import record
 
@@ -30,12 +39,20 @@ def test_no_cut_of_the_evidence_passes_a_failing_episode_at_size(sizes: Any) -> 
     def live(episodes: Any, cut: Any) -> None:
         check_live(episodes, cut)
 
+    @settings(max_examples=max(1, n // 2), deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    @given(episodes_strategy, limits_cut_strategy)
+    def limits(episodes: Any, cut: Any) -> None:
+        check_span_limits(episodes, cut)
+
     replay_and_serve()
     live()
+    limits()
     tried = {k: TRIED[k] - before.get(k, 0) for k in TRIED}
     assert tried["checks"] > 0, tried
-    cuts = tried["replay_cuts"] + tried["file_cuts"] + tried["serve_cuts"] + tried["live_cuts"]
+    cuts = tried["replay_cuts"] + tried["file_cuts"] + tried["serve_cuts"] + tried["live_cuts"] + tried["limit_cuts"]
     record("never a false green: cut evidence", inputs=cuts, seconds=time.monotonic() - t0,
            note=f"{tried['examples']} examples, {cuts} cuts (replay {tried['replay_cuts']}, single files "
-                f"{tried['file_cuts']}, serve {tried['serve_cuts']}, live {tried['live_cuts']}), "
+                f"{tried['file_cuts']}, serve {tried['serve_cuts']}, live {tried['live_cuts']}, span limits "
+                f"{tried['limit_cuts']}), "
                 f"{tried['checks']} verdicts checked, 0 passed")

@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 from .engine import Engine, SpanOutcome
 from .episode import parents_not_in_input
 from .model import SpanRecord
+from .spans import INCOMPLETE_SOURCE_DROPPED
 
 
 def _depths(records: List[SpanRecord]) -> Dict[str, int]:
@@ -123,6 +124,7 @@ def evidence_gaps(records: List[SpanRecord]) -> Tuple[bool, List[str], Set[str]]
     ids = {r.span_id for r in records}
     root_seen = False
     orphans = 0
+    lossy = False
     outside: Set[str] = set()
     for r in records:
         p = r.parent_span_id
@@ -131,6 +133,8 @@ def evidence_gaps(records: List[SpanRecord]) -> Tuple[bool, List[str], Set[str]]
         elif p not in ids:
             orphans += 1
             outside.add(p)
+        if r.dropped:
+            lossy = True
     gaps: List[str] = []
     if not root_seen:
         from .engine import INCOMPLETE_ROOT_NOT_SEEN
@@ -141,6 +145,8 @@ def evidence_gaps(records: List[SpanRecord]) -> Tuple[bool, List[str], Set[str]]
     dropped = getattr(records, "dropped", 0)
     if dropped:
         gaps.append(f"{dropped} span(s) over the cap of {getattr(records, 'cap', 0)} spans per trace were dropped")
+    if lossy:
+        gaps.append(INCOMPLETE_SOURCE_DROPPED)
     return root_seen, gaps, outside
 
 

@@ -26,6 +26,7 @@ from .episode import (
 from .model import CloseReason
 from .plan import Plans
 from .results import EpisodeResult
+from .spans import INCOMPLETE_SOURCE_DROPPED
 from .verdicts import Verdicts
 
 FAR_FUTURE = 1 << 127
@@ -93,17 +94,7 @@ class EpisodeLifecycle(Verdicts):
         is incomplete from then on. A rule the lost span could have broken then ends `inconclusive`
         at close, never `passed`; failures found stand. A closed episode of the trace is amended;
         with no episode of the trace yet, the one that opens for it starts incomplete."""
-        ep = self.by_trace.get(trace_id)
-        if ep is not None and not ep.closed:
-            self._mark_incomplete(ep, [INCOMPLETE_JUDGING_FAILED], True)
-            return
-        old = self.recent.get(trace_id)
-        if old is not None:
-            # A span of a closed episode (a late span): the verdicts given were decided without
-            # it; they are decided again with the evidence marked incomplete (an amendment).
-            if INCOMPLETE_JUDGING_FAILED not in (old.incomplete or ()):
-                self._mark_incomplete(old, [INCOMPLETE_JUDGING_FAILED], True)
-                self._amend(old)
+        if self._evidence_lost(trace_id, INCOMPLETE_JUDGING_FAILED):
             return
         # No episode of the trace yet: the lost span may be the one that would have opened it (its
         # agent and attributes select the rules by `match`). A pending mark: the episode that
@@ -122,6 +113,26 @@ class EpisodeLifecycle(Verdicts):
                 self._marks_lost = True
             self.sink.overflow(OVERFLOW_PENDING_MARKS)
         notes[trace_id] = ([INCOMPLETE_OPENING_NOT_JUDGED], True)
+
+    def source_dropped(self, trace_id: str) -> None:
+        """Live: a span of ``trace_id`` says its SDK dropped some of its attributes or events (span
+        limits): its episode's evidence is incomplete, as replay and serve say of the same span."""
+        self._evidence_lost(trace_id, INCOMPLETE_SOURCE_DROPPED)
+
+    def _evidence_lost(self, trace_id: str, reason: str) -> bool:
+        """Mark the open episode of ``trace_id`` incomplete for ``reason``; or its closed one (a late
+        span: the verdicts given were decided without that evidence), amended. False if neither."""
+        ep = self.by_trace.get(trace_id)
+        if ep is not None and not ep.closed:
+            self._mark_incomplete(ep, [reason], True)
+            return True
+        old = self.recent.get(trace_id)
+        if old is not None:
+            if reason not in (old.incomplete or ()):
+                self._mark_incomplete(old, [reason], True)
+                self._amend(old)
+            return True
+        return False
 
     # -- assembled traces (replay, serve) ------------------------------------------------------------
     def begin_trace(self, trace_id: str, incomplete: Sequence[str] = (), root_seen: bool = True,

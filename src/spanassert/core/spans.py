@@ -30,6 +30,27 @@ class SpanEvent:
 # per span for the garbage collector to scan.
 NO_EVENTS: List[SpanEvent] = ()  # type: ignore[assignment]  # an empty tuple: read-only and shared
 
+# Why an episode's evidence is incomplete when a span of it says its source dropped attributes or
+# events (the SDK's OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT evicts the *oldest* attribute: a tool span's name
+# and arguments, a model step's operation). The same words live, in replay and in serve.
+INCOMPLETE_SOURCE_DROPPED = "attributes or events of a span were dropped at the source (span limits)"
+
+
+def dropped_count(*counts: Any) -> int:
+    """OTLP dropped counts as one number. Hostile input: a count that is not a non-negative integer
+    (text, a negative, a float, a list) is taken as one dropped item, never as none."""
+    n = 0
+    for c in counts:
+        if c is None or (c == 0 and type(c) is int):
+            continue
+        if type(c) is int and c > 0:
+            n += c
+        elif type(c) is str and c.isdecimal() and len(c) < 20:
+            n += int(c)
+        else:
+            n += 1
+    return n
+
 
 @record
 class SpanRecord:
@@ -55,6 +76,9 @@ class SpanRecord:
     resource: Dict[str, Any] = field(default_factory=dict)
     scope: str = ""
     source: Optional[str] = None
+    # Attributes and events the source dropped (OTLP droppedAttributesCount + droppedEventsCount: an
+    # SDK's span limits). Non-zero: what the span says is not all it recorded (see SOURCE_DROPPED).
+    dropped: int = 0
 
     def __post_init__(self) -> None:
         # Decoders give an empty parent id for a root, and None for an absent map or list.

@@ -11,6 +11,7 @@ import time
 from typing import Any, Dict, Iterable, List, Optional, Set
 
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span
+from opentelemetry.sdk.util import BoundedList
 
 from ..core.emit import (
     ATTR_ASSERTION_INDEX,
@@ -32,14 +33,24 @@ def annotated_copy(span: ReadableSpan, violations: List[Violation]) -> ReadableS
     """A copy of the ended ``span`` with one evaluation event per violation appended."""
     when = sdk.end_time(span) or time.time_ns()
     added = [Event(EVENT_NAME, violation_event_attributes(v), when) for v in violations]
+    attributes: Any = sdk.attributes(span)
+    events: Any = tuple(span.events) + tuple(added)
+    links: Any = span.links
+    if sdk.dropped(span) or getattr(span, "dropped_links", 0):
+        # What the SDK's span limits dropped goes on with the copy (droppedAttributesCount, ... in
+        # the export): a reader of the exported span must still see that it is not all there.
+        attributes = getattr(span, "_attributes", attributes)
+        events = BoundedList.from_seq(None, events)
+        events.dropped = span.dropped_events
+        links = getattr(span, "_links", links)
     return ReadableSpan(
         name=span.name,
         context=span.get_span_context(),
         parent=span.parent,
         resource=span.resource,
-        attributes=sdk.attributes(span),
-        events=tuple(span.events) + tuple(added),
-        links=span.links,
+        attributes=attributes,
+        events=events,
+        links=links,
         kind=span.kind,
         status=span.status,
         start_time=span.start_time,

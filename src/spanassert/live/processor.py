@@ -280,6 +280,8 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
             if quick and quick[1] in links:
                 tid, sid = quick[0], quick[1]
                 links.pop(sid, None)
+                if sdk.dropped(span):
+                    self._source_dropped(tid)
                 if not (self._background and self._queue.traces.get(tid)):
                     self._forward(span, None)
                     return
@@ -290,6 +292,8 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
                     # needed it (its end is no activity of the episode), so it is only exported,
                     # now unless an end of its trace waits to be (the export keeps end order).
                     links.pop(sid, None)
+                    if sdk.dropped(span):
+                        self._source_dropped(tid)
                     if not (self._background and self._queue.traces.get(tid)):
                         self._forward(span, None)
                         return
@@ -326,6 +330,13 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
         self._forward(span, out)
         if items:
             self._sink.run_deferred(items)
+
+    def _source_dropped(self, tid: int) -> None:
+        """A plain span of a followed trace whose SDK dropped attributes (span limits: the oldest go
+        first, so a GenAI span can lose the markers that made it one): its episode is incomplete,
+        as replay and serve say of the exported span."""
+        with self._lock:
+            self.engine.source_dropped(self._trace_hex(tid))
 
     def _judging_failed(self, span: ReadableSpan) -> None:
         """After an internal error while judging ``span``: its episode lost that span's evidence, so
@@ -397,6 +408,11 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
         if start_first:
             engine.start_span(tid, sid, pid, name, attrs, start, sdk.resource_attributes(span), role,
                               parent_id is None or remote)
+        if sdk.dropped(span):
+            # The SDK's span limits dropped some of what the span recorded (the oldest attributes
+            # first: its tool name, its arguments): its episode's evidence is incomplete, as replay
+            # and serve say of the exported span. Before its end, which may close the episode.
+            engine.source_dropped(tid)
         # A local root under a remote parent is no root of its episode: the trace's root is
         # elsewhere, and the episode ends when the trace's last such span here ends (below), as
         # replay ends it after the trace's last span.

@@ -126,6 +126,15 @@ def start_time(span: Any) -> Optional[int]:
         return span.start_time  # type: ignore[no-any-return]  # span is Any: an SDK span or a look-alike
 
 
+def dropped(span: Any) -> int:
+    """How many attributes and events the SDK dropped from the span (its span limits); 0 for a
+    look-alike span that does not say."""
+    try:
+        return span._attributes.dropped + span._events.dropped  # type: ignore[no-any-return]  # SDK fields
+    except AttributeError:
+        return int(getattr(span, "dropped_attributes", 0) or 0) + int(getattr(span, "dropped_events", 0) or 0)
+
+
 def end_time(span: Any) -> Optional[int]:
     try:
         return span._end_time  # type: ignore[no-any-return]  # the private field, untyped

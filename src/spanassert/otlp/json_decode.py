@@ -13,6 +13,7 @@ import binascii
 from typing import Any, Dict, List, Optional
 
 from spanassert.core.model import NO_EVENTS, SpanEvent, SpanRecord
+from spanassert.core.spans import dropped_count
 from spanassert.otlp.issues import SpanDecodeError
 
 _ZERO_TRACE = "0" * 32
@@ -40,6 +41,8 @@ _SNAKE = {
     "startTimeUnixNano": "start_time_unix_nano",
     "endTimeUnixNano": "end_time_unix_nano",
     "timeUnixNano": "time_unix_nano",
+    "droppedAttributesCount": "dropped_attributes_count",
+    "droppedEventsCount": "dropped_events_count",
     "stringValue": "string_value",
     "boolValue": "bool_value",
     "intValue": "int_value",
@@ -322,6 +325,9 @@ def _fast_span(s: Dict[str, Any], trace_id: str, resource: Dict[str, Any], scope
     rec.resource = resource
     rec.scope = scope
     rec.source = source
+    da = s.get("droppedAttributesCount")
+    de = s.get("droppedEventsCount")
+    rec.dropped = dropped_count(da, de) if da or de else 0
     return rec
 
 
@@ -358,6 +364,7 @@ def _careful_span(s: Any, path: str, resource: Dict[str, Any], scope: str, sourc
         resource=resource,
         scope=scope,
         source=source,
+        dropped=dropped_count(_field(s, "droppedAttributesCount"), _field(s, "droppedEventsCount")),
     )
 
 

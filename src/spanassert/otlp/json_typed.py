@@ -21,6 +21,7 @@ import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
 
 from spanassert.core.model import NO_EVENTS, SpanEvent, SpanRecord
+from spanassert.core.spans import dropped_count
 from spanassert.otlp.json_decode import decode_any
 from spanassert.otlp.shard import Shard, ShardBatch
 
@@ -289,7 +290,23 @@ def _block(spans: List[_Span], resource: Dict[str, Any], scope: str, source: str
         rec.resource = resource
         rec.scope = scope
         rec.source = source
+        da = s.droppedAttributesCount
+        de = s.droppedEventsCount
+        rec.dropped = 0 if da is UNSET and de is UNSET else _dropped(da, de)
         append(rec)
+
+
+def _dropped(*raws: Any) -> int:
+    """A span's dropped counts (kept raw: nearly every span has none) as one number."""
+    values = []
+    for r in raws:
+        if r is UNSET:
+            continue
+        try:
+            values.append(msgspec.json.decode(r))
+        except msgspec.DecodeError:
+            values.append(True)  # not JSON a count can be read from: taken as one dropped
+    return dropped_count(*values)
 
 
 # -- replay --jobs: decode only this shard's spans -----------------------------------------------------

@@ -120,6 +120,7 @@ def records_from_proto(msg: Any, source: str, *, errors: Optional[List[SpanDecod
                         rec.resource = resource
                         rec.scope = scope
                         rec.source = source
+                        rec.dropped = s.dropped_attributes_count + s.dropped_events_count
                         append(rec)
                         continue
                     except RecursionError:

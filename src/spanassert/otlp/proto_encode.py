@@ -68,6 +68,10 @@ def span_from_record(span: Any, r: SpanRecord) -> None:
         ev.name = e.name
         ev.time_unix_nano = e.timestamp
         set_attributes(ev.attributes, dict(e.attributes))
+    if r.dropped:
+        # The record keeps one sum of what its source dropped: forwarded as dropped attributes, so
+        # a reader downstream still sees that the span is not all its source recorded.
+        span.dropped_attributes_count = min(r.dropped, 0xFFFFFFFF)
 
 
 def add_violation_events(span: Any, violations: List[Violation], time_ns: int) -> None:

@@ -1,0 +1,206 @@
+"""Evidence an SDK's span limits dropped (never a false green).
+
+The OpenTelemetry SDK keeps at most ``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT`` attributes per span (128 by
+default; OpenInference's flattened messages reach it) and evicts the *oldest* one for each new one:
+the markers a span was recognised by (``gen_ai.operation.name``, ``gen_ai.tool.name``) go first.
+The span then says so (``dropped_attributes``; ``droppedAttributesCount`` in OTLP). A span that says
+it lost attributes or events makes its episode's evidence incomplete, live, in replay and in serve:
+no rule the lost part could have broken is `passed`. The live processor's annotated copies keep the
+counts, so a reader of what it exported sees them too."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from spanassert import AssertionSpanProcessor
+from spanassert.config import load_config
+from spanassert.core.spans import INCOMPLETE_SOURCE_DROPPED, dropped_count
+from spanassert.otlp import read_spans
+from spanassert.otlp.writers import write_jsonl
+from spanassert.replay import Report, replay_many
+
+RULES = """
+version: 1
+tests:
+  - id: steps
+    assertions: [{type: trace_max_steps, max: 1}]
+  - id: no-delete
+    assertions: [{type: trace_must_not_call_tool, tool: delete_database}]
+"""
+
+
+def _agent(tp: TracerProvider) -> None:
+    """Two model steps and a delete_database call; each span gets more attributes after it started
+    than the limit keeps, so its markers (set at start) are evicted by its end."""
+    t = tp.get_tracer("limits")
+    with t.start_as_current_span("invoke_agent support", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        for _ in range(2):
+            with t.start_as_current_span("llm", attributes={"gen_ai.operation.name": "chat"}) as step:
+                for k in range(6):
+                    step.set_attribute(f"llm.input_messages.{k}.message.content", "hi")
+        with t.start_as_current_span("tool", attributes={"gen_ai.operation.name": "execute_tool",
+                                                         "gen_ai.tool.name": "delete_database"}) as call:
+            call.set_attribute("gen_ai.tool.call.arguments", json.dumps({"all": True}))
+            for k in range(6):
+                call.set_attribute(f"app.detail.{k}", "x")
+
+
+def _live(limit: int) -> Dict[str, Any]:
+    episodes: List[Any] = []
+    mem = InMemorySpanExporter()
+    proc = AssertionSpanProcessor(load_config(RULES), export=SimpleSpanProcessor(mem), tick_interval=0,
+                                  background=False, on_episode=episodes.append)
+    tp = TracerProvider(span_limits=SpanLimits(max_span_attributes=limit))
+    tp.add_span_processor(proc)
+    _agent(tp)
+    tp.shutdown()
+    last = {ep.key: ep for ep in episodes}
+    assert len(last) == 1
+    ep = next(iter(last.values()))
+    return {"verdicts": {r.test_id: r.verdict.value for r in ep.results}, "incomplete": ep.incomplete,
+            "exported": list(mem.get_finished_spans())}
+
+
+def test_spans_whose_markers_the_sdk_evicted_leave_no_pass_live_replayed_or_served(tmp_path: Path) -> None:
+    live = _live(limit=4)
+    # Live saw every marker at the spans' starts: both rules fail where they broke.
+    assert live["verdicts"] == {"steps": "failed", "no-delete": "failed"}, live
+    assert INCOMPLETE_SOURCE_DROPPED in live["incomplete"]
+    # What live exported says what the SDK dropped, also on the copies carrying violation events
+    # (before: the copies said 0, so nothing downstream could know).
+    dropped = {s.name: s.dropped_attributes for s in live["exported"]}
+    assert dropped["tool"] == 5 and dropped["llm"] == 3, dropped
+    path = tmp_path / "exported.jsonl"
+    write_jsonl(live["exported"], str(path))
+    assert '"droppedAttributesCount":5' in path.read_text()
+
+    # Replay of the exported file: the evicted markers hide the second step and the call.
+    # Before: steps `passed` (1 step seen, max 1) and no-delete `passed` (no call seen).
+    config = load_config(RULES)
+    report = Report(config)
+    replay_many([config], read_spans([str(path)], on_issue=report.issues.append), reports=[report])
+    got = {r.test_id: r.verdict.value for ep in report.episodes for r in ep.results}
+    assert got == {"steps": "inconclusive", "no-delete": "inconclusive"}, got
+    assert report.episodes[0].incomplete == [INCOMPLETE_SOURCE_DROPPED]
+
+    # The CLI says so and, with --fail-on-inconclusive, fails the run.
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPANASSERT_")}
+    ran = subprocess.run([sys.executable, "-m", "spanassert", "replay", "--config", str(rules), str(path)],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert ran.returncode == 0, ran.stderr
+    assert f"[incomplete: {INCOMPLETE_SOURCE_DROPPED}]" in ran.stdout
+    assert "0 passed, 0 failed, 2 inconclusive" in ran.stdout, ran.stdout
+    ran = subprocess.run([sys.executable, "-m", "spanassert", "replay", "--fail-on-inconclusive", "--config",
+                          str(rules), str(path)], capture_output=True, text=True, timeout=120, env=env)
+    assert ran.returncode == 1, (ran.stdout, ran.stderr)
+
+    # Serve: the same spans through the receiver (intake, trace buffer, engine thread).
+    from spanassert.serve import Receiver, ServeOptions
+
+    options = ServeOptions(grpc_endpoint=None, http_endpoint=None, report_json="unused", quiet=True, settle=0.0,
+                           rootless_wait=0.05)
+    rx = Receiver(config, options, out=open(os.devnull, "w"))
+    rx.start()
+    try:
+        assert rx.accept(list(read_spans([str(path)])), None, 0)
+    finally:
+        rx.stop(timeout=30)
+        rx.out.close()
+    assert rx.report is not None
+    served = {r.test_id: r.verdict.value for ep in rx.report.episodes for r in ep.results}
+    assert served == got, served
+
+
+def test_live_marks_the_episode_when_the_evicted_span_was_plain_from_its_start() -> None:
+    """A span created with more attributes than the limit loses its markers before the processor
+    sees it: live takes it for a plain span, as replay does; its dropped count still marks the
+    episode (live = replay)."""
+    episodes: List[Any] = []
+    proc = AssertionSpanProcessor(load_config(RULES), export=SimpleSpanProcessor(InMemorySpanExporter()),
+                                  tick_interval=0, background=False, on_episode=episodes.append)
+    tp = TracerProvider(span_limits=SpanLimits(max_span_attributes=2))
+    tp.add_span_processor(proc)
+    t = tp.get_tracer("limits")
+    with t.start_as_current_span("invoke_agent support", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "delete_database", "a": 1, "b": 2}
+        t.start_span("tool", attributes=attrs).end()
+    tp.shutdown()
+    assert len(episodes) == 1
+    # Before: no-delete `passed`, steps `passed` (the call was never seen, nothing said so).
+    assert {r.test_id: r.verdict.value for r in episodes[0].results} == {
+        "steps": "inconclusive", "no-delete": "inconclusive"}
+    assert episodes[0].incomplete == [INCOMPLETE_SOURCE_DROPPED]
+
+
+def _line(**extra: Any) -> str:
+    span = {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "invoke_agent a", "kind": 1,
+            "startTimeUnixNano": "1", "endTimeUnixNano": "2",
+            "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}}]}
+    span.update(extra)
+    if "start_time_unix_nano" in extra:
+        del span["startTimeUnixNano"], span["endTimeUnixNano"]
+    return json.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {}, "spans": [span]}]}]})
+
+
+@pytest.mark.parametrize("typed", ["never", "always"])
+@pytest.mark.parametrize("extra,dropped", [
+    ({}, 0),
+    ({"droppedAttributesCount": 0, "droppedEventsCount": 0}, 0),
+    ({"droppedAttributesCount": 3}, 3),
+    ({"droppedEventsCount": 2, "droppedAttributesCount": "4"}, 6),
+    ({"dropped_attributes_count": 5, "start_time_unix_nano": "1", "end_time_unix_nano": "2"}, 5),  # proto names
+    ({"droppedAttributesCount": -1}, 1),  # hostile counts: something was dropped, never nothing
+    ({"droppedAttributesCount": "x"}, 1),
+    ({"droppedAttributesCount": 1.5}, 1),
+    ({"droppedEventsCount": [1]}, 1),
+    ({"droppedAttributesCount": True}, 1),
+])
+def test_every_json_reader_keeps_a_span_s_dropped_counts(tmp_path: Path, monkeypatch: Any, typed: str,
+                                                         extra: Dict[str, Any], dropped: int) -> None:
+    monkeypatch.setenv("SPANASSERT_TYPED_JSON", typed)
+    path = tmp_path / "one.jsonl"
+    path.write_text(_line(**extra) + "\n")
+    issues: List[Any] = []
+    records = list(read_spans([str(path)], on_issue=issues.append))
+    if records:
+        assert [r.dropped for r in records] == [dropped], (extra, issues)
+    else:  # a reader may refuse a hostile count outright: then the span is an issue, never clean
+        assert issues and dropped, (extra, issues)
+
+
+def test_protobuf_readers_keep_the_counts_and_serve_forwards_them() -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from spanassert.otlp.proto_decode import records_from_proto
+    from spanassert.otlp.proto_encode import export_request
+
+    req = ExportTraceServiceRequest()
+    span = req.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id = bytes.fromhex("ab" * 16)
+    span.span_id = bytes.fromhex("cd" * 8)
+    span.name = "tool"
+    span.dropped_attributes_count = 7
+    span.dropped_events_count = 1
+    records = records_from_proto(req, "req")
+    assert [r.dropped for r in records] == [8]
+    # A JSON request's spans are forwarded rebuilt from their records: the loss goes on with them.
+    fwd = export_request([(records[0], None, None)])
+    assert fwd.resource_spans[0].scope_spans[0].spans[0].dropped_attributes_count == 8
+
+
+def test_dropped_count_reads_hostile_counts_as_something_dropped() -> None:
+    assert dropped_count(None, 0) == 0
+    assert dropped_count(2, "3") == 5
+    assert dropped_count(-4) == 1 and dropped_count("9" * 40) == 1 and dropped_count(False) == 1
+    assert dropped_count(float("nan")) == 1 and dropped_count({}) == 1
