@@ -225,3 +225,41 @@ def test_non_sdk_global_provider_is_a_clear_usage_error(pytester: pytest.Pyteste
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret != 0
     result.stdout.fnmatch_lines(["*NoOpTracerProvider, not an OpenTelemetry SDK TracerProvider*"])
+
+
+def test_a_tool_span_still_running_when_the_test_returns_is_not_a_pass(pytester: pytest.Pytester) -> None:
+    # A fire-and-forget tool: the agent's span ended, the delete_customer call it started has not when
+    # the test body returns. Before: the marker saw only ended spans and passed no-delete (the test
+    # passed). The processor live reports it at the call's start; the marker must not pass it either.
+    _project(pytester, """
+        import threading
+        import pytest
+        from opentelemetry import trace
+
+        started = threading.Event()
+        release = threading.Event()
+
+        def background_tool(ctx):
+            tracer = trace.get_tracer("inner-agent")
+            with tracer.start_as_current_span("execute_tool delete_customer", context=ctx, attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "delete_customer"}):
+                started.set()
+                release.wait(30)
+
+        @pytest.mark.spanassert(config="rules.yaml")
+        def test_fire_and_forget():
+            tracer = trace.get_tracer("inner-agent")
+            with tracer.start_as_current_span("invoke_agent helper", attributes={
+                    "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"}) as root:
+                threading.Thread(target=background_tool, args=(trace.set_span_in_context(root),)).start()
+                assert started.wait(30)
+
+        def test_zz_release():
+            release.set()
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v")
+    result.stdout.fnmatch_lines([
+        "*test_fire_and_forget FAILED*",
+        "*spanassert (rules.yaml): 1 span(s) the test started had not ended when it was checked*",
+    ])
+    result.assert_outcomes(failed=1, passed=1)

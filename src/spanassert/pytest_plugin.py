@@ -52,10 +52,26 @@ class SpanCapture:
     def __init__(self) -> None:
         self._spans: List[ReadableSpan] = []
         self._lock = threading.Lock()
+        # Spans started while this capture was active and not ended yet, by (trace id, span id).
+        self._open: Dict[Tuple[int, int], Any] = {}
+
+    def started(self, span: Any) -> None:
+        ctx = span.get_span_context()
+        with self._lock:
+            self._open[(ctx.trace_id, ctx.span_id)] = span
 
     def add(self, span: ReadableSpan) -> None:
+        ctx: Any = span.get_span_context()
         with self._lock:
             self._spans.append(span)
+            if self._open and ctx is not None:
+                self._open.pop((ctx.trace_id, ctx.span_id), None)
+
+    def still_open(self) -> List[Any]:
+        """The spans started while this capture was active that have not ended (a tool still
+        running in another thread when the test returned): they are not in :attr:`spans`."""
+        with self._lock:
+            return list(self._open.values())
 
     @property
     def spans(self) -> List[ReadableSpan]:
@@ -99,6 +115,11 @@ def _router_class() -> Any:
         def __init__(self) -> None:
             self.active: Optional[SpanCapture] = None
 
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            capture = self.active
+            if capture is not None:
+                capture.started(span)
+
         def on_end(self, span: ReadableSpan) -> None:
             capture = self.active
             if capture is not None:
@@ -111,6 +132,9 @@ def _capture_processor(capture: SpanCapture) -> Any:
     from opentelemetry.sdk.trace import SpanProcessor
 
     class _CaptureProcessor(SpanProcessor):
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            capture.started(span)
+
         def on_end(self, span: ReadableSpan) -> None:
             capture.add(span)
 
@@ -251,6 +275,35 @@ def verdict_problems(result: CheckResult, *, allow_inconclusive: bool) -> List[s
     return problems
 
 
+def _running_genai_spans(capture: SpanCapture) -> List[Any]:
+    """The spans still open when the marker checks: those the conventions recognise as GenAI spans,
+    and any span of a trace that has one among the ended spans (its attributes may come at its end)."""
+    from .mapping import ROLE_OTHER, Mapper
+
+    still = capture.still_open()
+    if not still:
+        return []
+    mapper = Mapper()
+
+    def genai(span: Any) -> bool:
+        try:
+            return mapper.role(span.name, dict(span.attributes or {})) != ROLE_OTHER
+        except Exception:  # noqa: BLE001 - a span that cannot be read is taken as one that matters
+            return True
+
+    def trace_of(span: Any) -> Any:
+        return span.get_span_context().trace_id
+
+    traces = {trace_of(s) for s in capture.spans if genai(s)}
+    return [s for s in still if genai(s) or trace_of(s) in traces]
+
+
+def _shown_name(span: Any) -> str:
+    from .core.escaping import escape_control
+
+    return escape_control(str(span.name)[:80])
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     result = yield  # the test body raised: that failure stands, nothing more to check
@@ -275,6 +328,13 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     except (ConfigError, ValueError) as exc:
         pytest.fail(f"spanassert: {exc}", pytrace=False)
     problems = verdict_problems(outcome, allow_inconclusive=bool(marker.kwargs.get("allow_inconclusive")))
+    running = _running_genai_spans(capture)
+    if running and not marker.kwargs.get("allow_inconclusive"):
+        # Their calls are not in the spans checked (only ended spans are): a tool still running
+        # could break a rule (the live processor reports a forbidden tool at its start).
+        problems.append(f"{len(running)} span(s) the test started had not ended when it was checked "
+                        f"(e.g. `{_shown_name(running[0])}`): a call still running could break a rule; wait "
+                        "for the agent's work to end before the test returns, or pass allow_inconclusive=True")
     if problems:
         pytest.fail(f"spanassert ({where}): " + "; ".join(problems) + "\n" + outcome.summary(), pytrace=False)
     return result
