@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from spanassert import AssertionSpanProcessor
 from spanassert.config import load_config
-from spanassert.core.spans import INCOMPLETE_SOURCE_DROPPED, dropped_count
+from spanassert.core.spans import INCOMPLETE_SOURCE_DROPPED, INCOMPLETE_VALUE_AT_LIMIT, dropped_count
 from spanassert.otlp import read_spans
 from spanassert.otlp.writers import write_jsonl
 from spanassert.replay import Report, replay_many
@@ -204,3 +204,41 @@ def test_dropped_count_reads_hostile_counts_as_something_dropped() -> None:
     assert dropped_count(2, "3") == 5
     assert dropped_count(-4) == 1 and dropped_count("9" * 40) == 1 and dropped_count(False) == 1
     assert dropped_count(float("nan")) == 1 and dropped_count({}) == 1
+
+
+RESULT_RULES = """
+version: 1
+tests:
+  - id: no-error
+    assertions: [{type: trace_tool_result, tool: lookup, assert: ['body not contains "ERROR"']}]
+  - id: no-drop
+    assertions: [{type: trace_must_not_call_tool, tool: lookup, args_match: {q: DROP}}]
+"""
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
+def test_a_value_the_sdk_cut_to_its_length_limit_leaves_no_pass_live(background: bool) -> None:
+    """OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT cuts text values without saying so: a result whose
+    "ERROR" lay past the limit read as a clean one (before: `no-error` passed)."""
+
+    def run(limit: Any) -> Any:
+        episodes: List[Any] = []
+        proc = AssertionSpanProcessor(load_config(RESULT_RULES), export=SimpleSpanProcessor(InMemorySpanExporter()),
+                                      tick_interval=0, background=background, on_episode=episodes.append)
+        tp = TracerProvider(span_limits=SpanLimits(max_attribute_length=limit))
+        tp.add_span_processor(proc)
+        t = tp.get_tracer("limits")
+        with t.start_as_current_span("invoke_agent support", attributes={"gen_ai.operation.name": "invoke_agent"}):
+            with t.start_as_current_span("execute_tool lookup", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup",
+                    "gen_ai.tool.call.arguments": json.dumps({"q": "DROP"})}) as call:
+                call.set_attribute("gen_ai.tool.call.result", "fine " * 10 + "ERROR: table dropped")
+        tp.shutdown()
+        assert len(episodes) == 1
+        return {r.test_id: r.verdict.value for r in episodes[0].results}, episodes[0].incomplete
+
+    verdicts, incomplete = run(None)
+    assert verdicts == {"no-error": "failed", "no-drop": "failed"} and incomplete == []
+    verdicts, incomplete = run(30)
+    assert verdicts == {"no-error": "inconclusive", "no-drop": "failed"}, verdicts
+    assert incomplete == [INCOMPLETE_VALUE_AT_LIMIT]

@@ -114,10 +114,11 @@ class EpisodeLifecycle(Verdicts):
             self.sink.overflow(OVERFLOW_PENDING_MARKS)
         notes[trace_id] = ([INCOMPLETE_OPENING_NOT_JUDGED], True)
 
-    def source_dropped(self, trace_id: str) -> None:
+    def source_dropped(self, trace_id: str, reason: str = INCOMPLETE_SOURCE_DROPPED) -> None:
         """Live: a span of ``trace_id`` says its SDK dropped some of its attributes or events (span
-        limits): its episode's evidence is incomplete, as replay and serve say of the same span."""
-        self._evidence_lost(trace_id, INCOMPLETE_SOURCE_DROPPED)
+        limits): its episode's evidence is incomplete, as replay and serve say of the same span.
+        ``reason``: INCOMPLETE_VALUE_AT_LIMIT for a value the SDK may have cut to its length limit."""
+        self._evidence_lost(trace_id, reason)
 
     def _evidence_lost(self, trace_id: str, reason: str) -> bool:
         """Mark the open episode of ``trace_id`` incomplete for ``reason``; or its closed one (a late

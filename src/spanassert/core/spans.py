@@ -34,6 +34,9 @@ NO_EVENTS: List[SpanEvent] = ()  # type: ignore[assignment]  # an empty tuple: r
 # events (the SDK's OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT evicts the *oldest* attribute: a tool span's name
 # and arguments, a model step's operation). The same words live, in replay and in serve.
 INCOMPLETE_SOURCE_DROPPED = "attributes or events of a span were dropped at the source (span limits)"
+# Live only (a file does not say the limit): a text value as long as the SDK's attribute value length
+# limit (OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT), which it cuts values to without saying so.
+INCOMPLETE_VALUE_AT_LIMIT = "a span's attribute value reached the SDK's length limit (it may have been cut)"
 
 
 def dropped_count(*counts: Any) -> int:

@@ -32,6 +32,7 @@ from ..config.model import Config
 from ..core.emit import Telemetry
 from ..core.engine import Engine, SpanOutcome
 from ..core.results import EpisodeResult, Violation
+from ..core.spans import INCOMPLETE_VALUE_AT_LIMIT
 from ..mapping import ROLE_AGENT, ROLE_OTHER
 from ..mapping.mapper import surely_other
 from . import sdk
@@ -152,6 +153,10 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
         # (with an export). Handed to the engine only when a GenAI span starts below one.
         self._links: Dict[int, int] = {}
         self._ends = 0
+        # The SDK's attribute value length limit (SpanLimits.max_attribute_length), read at the first
+        # span start the quick path does not answer: values it cut make an episode incomplete.
+        self._value_limit: Optional[int] = None
+        self._limit_read = False
 
     # -- SpanProcessor ------------------------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Any = None) -> None:
@@ -169,6 +174,10 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
                     self._remember_link(sid, pid)
                     return
             tid, sid, attrs, name, pid, remote = sdk.head(span)
+            if not self._limit_read:
+                # The provider's attribute value length limit (one per provider): read once.
+                self._value_limit = sdk.value_limit(span)
+                self._limit_read = True
             role = ROLE_OTHER if self._conventions and surely_other(name, attrs) else self._marked_role(name, attrs)
             if role == ROLE_OTHER:
                 if tid not in self._tracked:
@@ -413,6 +422,10 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
             # first: its tool name, its arguments): its episode's evidence is incomplete, as replay
             # and serve say of the exported span. Before its end, which may close the episode.
             engine.source_dropped(tid)
+        limit = self._value_limit
+        if limit is not None and sdk.values_at_limit(span, limit):
+            # A value the SDK may have cut to its length limit, silently (a result's tail unseen).
+            engine.source_dropped(tid, INCOMPLETE_VALUE_AT_LIMIT)
         # A local root under a remote parent is no root of its episode: the trace's root is
         # elsewhere, and the episode ends when the trace's last such span here ends (below), as
         # replay ends it after the trace's last span.

@@ -135,6 +135,31 @@ def dropped(span: Any) -> int:
         return int(getattr(span, "dropped_attributes", 0) or 0) + int(getattr(span, "dropped_events", 0) or 0)
 
 
+def value_limit(span: Any) -> Optional[int]:
+    """The SDK's attribute value length limit for this span (``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``,
+    ``SpanLimits.max_attribute_length``); None when unlimited or not an SDK span."""
+    try:
+        limit = span._limits.max_attribute_length
+    except AttributeError:
+        return None
+    return limit if type(limit) is int and limit > 0 else None
+
+
+def values_at_limit(span: Any, limit: int) -> bool:
+    """Whether a text value of the span or of its events is as long as ``limit``: the SDK cut it
+    to that length, or it was exactly that long (it cannot be told apart)."""
+    groups = [attributes(span)]
+    groups.extend(e.attributes for e in (span.events or ()) if e.attributes)
+    for attrs in groups:
+        for v in attrs.values():
+            if type(v) is str:
+                if len(v) >= limit:
+                    return True
+            elif type(v) is tuple and any(type(x) is str and len(x) >= limit for x in v):
+                return True
+    return False
+
+
 def end_time(span: Any) -> Optional[int]:
     try:
         return span._end_time  # type: ignore[no-any-return]  # the private field, untyped
