@@ -60,20 +60,23 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"require `Authorization: Bearer <token>` (gRPC metadata `authorization`) on every export, "
                         f"the token read from FILE (or from ${BEARER_TOKEN_ENV}); /health stays open")
     p.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES, metavar="N",
-                   help="largest request body, also after gzip decompression (default 16 MiB)")
+                   help="largest request body, also after gzip decompression "
+                        f"(default {DEFAULT_MAX_REQUEST_BYTES >> 20} MiB)")
     p.add_argument("--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS, metavar="N",
                    help="HTTP connections served at once; more are answered 503 + Retry-After and closed "
                         f"(default {DEFAULT_MAX_CONNECTIONS})")
     p.add_argument("--queue-size", type=int, default=DEFAULT_QUEUE_SPANS, metavar="SPANS",
-                   help="spans waiting for the engine before senders are told to retry (default 100000)")
+                   help="spans waiting for the engine before senders are told to retry "
+                        f"(default {DEFAULT_QUEUE_SPANS})")
     p.add_argument("--settle", type=float, default=DEFAULT_SETTLE_SECONDS, metavar="SECONDS",
-                   help="quiet time after a trace's root arrived before the trace is judged (default 2)")
+                   help="quiet time after a trace's root arrived before the trace is judged "
+                        f"(default {DEFAULT_SETTLE_SECONDS:g})")
     p.add_argument("--rootless-wait", type=float, default=None, metavar="SECONDS",
                    help="quiet time before a trace whose root never arrived is judged "
                         f"(default: the rules file's episodes.idle_timeout, at most {DEFAULT_ROOTLESS_WAIT_CAP:g})")
     p.add_argument("--max-trace-spans", type=int, default=DEFAULT_MAX_TRACE_SPANS, metavar="SPANS",
                    help="a trace holding this many spans is judged at once, and what follows in pieces of this size "
-                        "(late spans of its episode once that closed) (default 10000)")
+                        f"(late spans of its episode once that closed) (default {DEFAULT_MAX_TRACE_SPANS})")
     p.add_argument("--max-trace-seconds", type=float, default=DEFAULT_MAX_TRACE_SECONDS, metavar="SECONDS",
                    help="a trace still receiving spans this long after its first one is judged at once, the same way "
                         f"(default {DEFAULT_MAX_TRACE_SECONDS:g})")
@@ -81,7 +84,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                    help="send every accepted span on to this OTLP/HTTP base URL (/v1/traces is appended), "
                         "offending spans with a gen_ai.evaluation.result event")
     p.add_argument("--forward-queue-size", type=int, default=DEFAULT_FORWARD_QUEUE_SPANS, metavar="SPANS",
-                   help="spans waiting to be forwarded before new ones are dropped (default 100000)")
+                   help="spans waiting to be forwarded before new ones are dropped "
+                        f"(default {DEFAULT_FORWARD_QUEUE_SPANS})")
     p.add_argument("--report-json", metavar="FILE",
                    help="at shutdown, write every verdict and violation (replay's report format) to FILE; "
                         "keeps every episode result in memory, so meant for tests and bounded runs")
