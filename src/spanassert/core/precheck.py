@@ -11,7 +11,7 @@ from typing import Any, List, Mapping, Optional, Sequence
 from ..mapping import ROLE_TOOL
 from .calls import CallsAndSteps
 from .episode import RuleStates, give_call
-from .model import Failure, ToolCall
+from .model import CONTENT_MISSING, MISSING, Failure, ToolCall
 from .plan import Slot
 from .results import Violation
 
@@ -79,6 +79,9 @@ class EarlyCheck(CallsAndSteps):
         if not targets:
             return []
         call = ToolCall(tool, span_id, trace_id, parent_id, start_ns, index, None, call_id)
+        # No arguments at its start (the end gives them): what decoding none gives, set rather than
+        # decoded by the first rule that asks.
+        call._args, call._args_state = MISSING, CONTENT_MISSING
         if keep and self.prechecked_calls < self.max_prechecked:
             call.memo = {}
         fresh = RuleStates(plan)  # throwaway: nothing of the engine changes
