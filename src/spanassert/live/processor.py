@@ -289,7 +289,7 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
             if quick and quick[1] in links:
                 tid, sid = quick[0], quick[1]
                 links.pop(sid, None)
-                if sdk.dropped(span):
+                if sdk.plain_dropped(span):
                     self._source_dropped(tid)
                 if not (self._background and self._queue.traces.get(tid)):
                     self._forward(span, None)

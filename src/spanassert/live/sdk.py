@@ -135,6 +135,12 @@ def dropped(span: Any) -> int:
         return int(getattr(span, "dropped_attributes", 0) or 0) + int(getattr(span, "dropped_events", 0) or 0)
 
 
+def plain_dropped(span: Any) -> int:
+    """:func:`dropped`'s attribute count alone, for a span :func:`plain_local` answered with a tuple
+    (an SDK span: its fields were read). A plain span's markers are attributes; its events are not read."""
+    return span._attributes.dropped  # type: ignore[no-any-return]  # BoundedAttributes.dropped, untyped
+
+
 def value_limit(span: Any) -> Optional[int]:
     """The SDK's attribute value length limit for this span (``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``,
     ``SpanLimits.max_attribute_length``); None when unlimited or not an SDK span."""
