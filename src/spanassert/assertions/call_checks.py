@@ -280,7 +280,10 @@ class ToolDurationAssertion(EveryCallAssertion):
         state.open = max(0, state.open - 1)  # an end whose start was not seen must not go negative
         took = call.duration_s
         if took is None:
-            state.undecided += 1
+            if call.end_ns is not None:  # ended before it started: its length is unknown
+                state.undecide(call, "its span ends before it starts (the clock stepped back?)")
+            else:
+                state.undecided += 1
             return None
         state.checked += 1
         if took <= self.max_s:

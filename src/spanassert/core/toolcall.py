@@ -362,9 +362,13 @@ class ToolCall:
 
     @property
     def duration_s(self) -> Optional[float]:
-        if self.end_ns is None:
+        """Seconds from start to end; None while the call has not ended, and when its end lies
+        before its start (the clock stepped back during the call, or hostile times): its length
+        is then unknown, not negative (a negative length would pass any cap)."""
+        end = self.end_ns
+        if end is None or end < self.start_ns:
             return None
-        return (self.end_ns - self.start_ns) / 1e9
+        return (end - self.start_ns) / 1e9
 
     def __repr__(self) -> str:
         return f"ToolCall({self.name!r}, index={self.index}, span_id={self.span_id!r})"
