@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from spanassert import AssertionSpanProcessor
 from spanassert.config import load_config
+from spanassert.core.model import CloseReason
 from spanassert.core.spans import INCOMPLETE_SOURCE_DROPPED, INCOMPLETE_VALUE_AT_LIMIT, dropped_count
 from spanassert.otlp import read_spans
 from spanassert.otlp.writers import write_jsonl
@@ -242,3 +243,38 @@ def test_a_value_the_sdk_cut_to_its_length_limit_leaves_no_pass_live(background:
     verdicts, incomplete = run(30)
     assert verdicts == {"no-error": "inconclusive", "no-drop": "failed"}, verdicts
     assert incomplete == [INCOMPLETE_VALUE_AT_LIMIT]
+
+
+def test_what_an_assembled_trace_misses_is_kept_until_its_episode_opens_and_bounded() -> None:
+    """replay/serve note what a trace misses (a parent not in it, a span that lost attributes) for
+    the episode its spans open. A first part with no GenAI span (its markers evicted) still marks
+    the episode a later part opens; and the notes of traces that never open one are bounded (before:
+    one note per such trace, kept for ever: a long-running serve grew with every plain trace that
+    had a missing parent)."""
+    from spanassert.core.assembly import feed_trace
+    from spanassert.core.engine import Engine
+    from spanassert.core.model import SpanRecord
+
+    from spanassert.core.episode import Sink
+
+    closed: List[Any] = []
+
+    class Closed(Sink):
+        def episode_closed(self, result: Any) -> None:
+            closed.append(result)
+
+    engine = Engine(load_config(RULES), sink=Closed())
+    tid = "ab" * 16
+    feed_trace(engine, [SpanRecord(trace_id=tid, span_id="1" * 16, name="agent", start_ns=1, end_ns=9, dropped=4)])
+    feed_trace(engine, [SpanRecord(trace_id=tid, span_id="2" * 16, parent_span_id="1" * 16, name="tool",
+                                   start_ns=2, end_ns=3, attributes={"gen_ai.operation.name": "execute_tool",
+                                                                     "gen_ai.tool.name": "lookup"})])
+    engine.close_all(CloseReason.END_OF_INPUT)
+    assert len(closed) == 1 and INCOMPLETE_SOURCE_DROPPED in closed[0].incomplete, [c.incomplete for c in closed]
+    bound = engine.max_open + engine.late_window + 1024
+    for i in range(bound + 500):
+        t = format(i + 1, "032x")
+        feed_trace(engine, [SpanRecord(trace_id=t, span_id="1" * 16, name="GET /", start_ns=1, end_ns=2),
+                            SpanRecord(trace_id=t, span_id="2" * 16, parent_span_id="3" * 16, name="db",
+                                       start_ns=1, end_ns=2, dropped=i % 2)])
+    assert len(engine._notes) <= bound

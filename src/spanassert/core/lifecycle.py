@@ -161,9 +161,22 @@ class EpisodeLifecycle(Verdicts):
             if reasons:
                 self._mark_incomplete(old, reasons, True)
                 self._amend(old)
-            self._notes[trace_id] = (list(incomplete), root_seen)
+            self._note(trace_id, (list(incomplete), root_seen))
         else:
-            self._notes[trace_id] = (list(incomplete), root_seen)
+            self._note(trace_id, (list(incomplete), root_seen))
+
+    def _note(self, trace_id: str, note: Tuple[List[str], bool]) -> None:
+        """Keep what is missing from an assembled trace until its episode opens (with what an earlier
+        part of it that opened none missed). A trace whose spans
+        open no episode (no GenAI span in it) leaves its note here: bounded like the traces' sequence
+        counters (the oldest note goes; its trace was fed long before)."""
+        notes = self._notes
+        earlier = notes.pop(trace_id, None)
+        if earlier is not None:  # an earlier part of the trace opened no episode: what it missed stays
+            note = (earlier[0] + [r for r in note[0] if r not in earlier[0]], note[1])
+        notes[trace_id] = note
+        if len(notes) > self.max_open + self.late_window + 1024:
+            del notes[next(iter(notes))]
 
     def end_trace(self, trace_id: str) -> Optional[EpisodeResult]:
         """After the last span of an assembled trace: close its episode if no span could
