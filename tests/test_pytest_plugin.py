@@ -254,6 +254,19 @@ def test_a_tool_span_still_running_when_the_test_returns_is_not_a_pass(pytester:
                 threading.Thread(target=background_tool, args=(trace.set_span_in_context(root),)).start()
                 assert started.wait(30)
 
+        def test_fixture_check_does_not_pass_while_a_call_runs(spanassert_trace):
+            tracer = trace.get_tracer("inner-agent")
+            started.clear()
+            with tracer.start_as_current_span("invoke_agent helper", attributes={
+                    "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"}) as root:
+                threading.Thread(target=background_tool, args=(trace.set_span_in_context(root),)).start()
+                assert started.wait(30)
+            result = spanassert_trace.check("rules.yaml")
+            assert not result.passed
+            by_label = {i.label: i for i in result.items}
+            assert by_label["no-delete"].verdict.value == "inconclusive", by_label  # before: passed
+            assert "had not ended" in by_label["no-delete"].detail
+
         def test_zz_release():
             release.set()
     """)
@@ -262,4 +275,4 @@ def test_a_tool_span_still_running_when_the_test_returns_is_not_a_pass(pytester:
         "*test_fire_and_forget FAILED*",
         "*spanassert (rules.yaml): 1 span(s) the test started had not ended when it was checked*",
     ])
-    result.assert_outcomes(failed=1, passed=1)
+    result.assert_outcomes(failed=1, passed=2)

@@ -93,10 +93,24 @@ class SpanCapture:
 
     def check(self, rules: Any) -> CheckResult:
         """``spanassert.check`` over the spans so far (rules: a Config, a path, YAML text or an
-        understudy-style expectations dict)."""
+        understudy-style expectations dict). While a GenAI span the test started has not ended (a
+        tool still running), no check passes: its call is not among the spans checked, so every
+        `passed` is `inconclusive`, saying why."""
+        from .core.model import Verdict
         from .trace import check
 
-        return check(self.trace, rules)
+        result = check(self.trace, rules)
+        running = _running_genai_spans(self)
+        if running:
+            why = (f"{len(running)} span(s) the test started had not ended when it was checked "
+                   f"(e.g. `{_shown_name(running[0])}`)")
+            for item in result.items:
+                if item.verdict is Verdict.PASSED:
+                    item.verdict = Verdict.INCONCLUSIVE
+                    item.detail = f"no violation seen, but {why}"
+            for key in {item.episode for item in result.items}:
+                result.incomplete.setdefault(key, []).append(why)
+        return result
 
     def __len__(self) -> int:
         with self._lock:
