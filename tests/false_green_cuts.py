@@ -14,7 +14,9 @@ replayed. A *cut* of it is what a front door gets instead:
 - live: the real SDK with :class:`AssertionSpanProcessor` (inline and background), the root that
   never ends, tool spans that are their own local roots under a remote parent, calls made after
   the root ended (late);
-- span limits: the same episodes recorded by an SDK that keeps 1-4 attributes per span (its
+- internal faults: live, an error inside spanassert while it judges the n-th GenAI span start or
+  span end (caught by the processor, the span exported unjudged), inline and background;
+- span limits: the same episodes recorded by an SDK that keeps 1-5 attributes per span (its
   ``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``, which evicts the oldest: a span's markers, its tool name, its
   arguments), judged live (inline and background), replayed from a real file and served.
 
@@ -64,12 +66,13 @@ RULES_SPEC = [
     {"id": "starts-with-search", "assertions": [
         {"type": "trace_trajectory", "expected": ["search"], "mode": "prefix"}]},
     {"id": "ends-with-lookup", "assertions": [{"type": "trace_final_tool", "tool": "lookup"}]},
+    {"id": "max-steps", "assertions": [{"type": "trace_max_steps", "max": 1}]},
     {"id": "shadow-no-lookup", "mode": "shadow",
      "assertions": [{"type": "trace_must_not_call_tool", "tool": "lookup"}]},
 ]
 RULES = build_config(RULES_SPEC)
 ENFORCED = ["no-delete", "max-refund", "refund-args", "must-search", "search-then-refund", "starts-with-search",
-            "ends-with-lookup"]
+            "ends-with-lookup", "max-steps"]
 
 call = st.fixed_dictionaries({
     "tool": st.sampled_from(TOOLS),
@@ -96,6 +99,14 @@ live_cut_strategy = st.fixed_dictionaries({
     "background": st.booleans(),
 })
 
+fault_cut_strategy = st.fixed_dictionaries({
+    "nth": st.integers(min_value=0, max_value=6),
+    "where": st.sampled_from(["start", "end"]),
+    "background": st.booleans(),
+    "plain_root": st.booleans(),
+    "late_from": st.one_of(st.none(), st.integers(min_value=0, max_value=5)),
+})
+
 limits_cut_strategy = st.fixed_dictionaries({
     "limit": st.integers(min_value=1, max_value=5),
     "background": st.booleans(),
@@ -104,7 +115,7 @@ limits_cut_strategy = st.fixed_dictionaries({
 
 # How many examples and cuts the property tried (the note quotes them).
 TRIED: Dict[str, int] = {"examples": 0, "replay_cuts": 0, "file_cuts": 0, "serve_cuts": 0, "live_cuts": 0,
-                         "limit_cuts": 0, "checks": 0}
+                         "limit_cuts": 0, "fault_cuts": 0, "checks": 0}
 
 _AGENT = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}
 
@@ -115,11 +126,13 @@ def _tool_attrs(c: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def play(tracer: Any, calls: Sequence[Dict[str, Any]], *, mode: str = "whole", late_from: int = 0,
-         generic: bool = False) -> None:
+         generic: bool = False, plain_root: bool = False) -> None:
     """One episode through the SDK. ``mode``: ``whole``; ``root_never_ends`` (the agent span is
     started and never ended); ``remote_parent`` (no agent span here: each call's parent is a span
     of another process, so each is its own local root); ``late_tail`` (calls from ``late_from`` on
-    start after the agent span ended, as its children). ``generic``: span names that say nothing
+    start after the agent span ended, as its children). ``plain_root``: the trace's root is a plain
+    span (an HTTP request), not an agent span: the first GenAI span below it opens the episode.
+    ``generic``: span names that say nothing
     (``agent``, ``llm``, ``tool``: the attributes alone make them GenAI spans), and each span below the
     root gets two attributes after it started, as instrumentations add results and details."""
     if mode == "remote_parent":
@@ -129,7 +142,10 @@ def play(tracer: Any, calls: Sequence[Dict[str, Any]], *, mode: str = "whole", l
         for c in calls:
             _call(tracer, c, parent_ctx, generic)
         return
-    root = tracer.start_span("agent" if generic else "invoke_agent support", attributes=_AGENT)
+    if plain_root:
+        root = tracer.start_span("GET /agent", attributes={"http.route": "/agent"})
+    else:
+        root = tracer.start_span("agent" if generic else "invoke_agent support", attributes=_AGENT)
     ctx = otel_trace.set_span_in_context(root)
     cut = len(calls) if mode != "late_tail" else min(late_from, len(calls))
     for c in calls[:cut]:
@@ -163,14 +179,14 @@ def _call(tracer: Any, c: Dict[str, Any], ctx: Any, generic: bool = False) -> No
 
 
 def record_spans(episodes: Sequence[Sequence[Dict[str, Any]]], limit: Optional[int] = None,
-                 generic: bool = False) -> List[ReadableSpan]:
+                 generic: bool = False, plain_root: bool = False) -> List[ReadableSpan]:
     exporter = InMemorySpanExporter()
     tp = TracerProvider(resource=Resource.create({"service.name": "agent"}),
                         span_limits=SpanLimits(max_span_attributes=limit) if limit is not None else None)
     tp.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = tp.get_tracer("false-green")
     for calls in episodes:
-        play(tracer, calls, generic=generic)
+        play(tracer, calls, generic=generic, plain_root=plain_root)
     tp.shutdown()
     return list(exporter.get_finished_spans())
 
@@ -220,6 +236,8 @@ def rests_on_kept(rule: str, kept: List[ReadableSpan]) -> bool:
     if rule == "refund-args":
         return any(_tool(s) == "refund" and '"amount": 500' in str((s.attributes or {}).get(
             "gen_ai.tool.call.arguments")) for s in kept)
+    if rule == "max-steps":
+        return len({_hex(s)[1] for s in kept if (s.attributes or {}).get("gen_ai.operation.name") == "chat"}) >= 2
     if rule in ("starts-with-search", "ends-with-lookup"):
         return False  # removing the calls before the first search, or after the last lookup, satisfies them
     return True  # must-search, search-then-refund: removing, repeating or reordering spans cannot satisfy them
@@ -484,31 +502,87 @@ def check_span_limits(episodes: Sequence[Sequence[Dict[str, Any]]], spec: Dict[s
         replayed = replay_cut([path], None).episodes
     served = serve_cut(limited, None)
     # Live: the processor under the same limits.
-    results: List[EpisodeResult] = []
-    exporter = InMemorySpanExporter()
-    proc = AssertionSpanProcessor(RULES, export=SimpleSpanProcessor(exporter), on_episode=results.append,
-                                  tick_interval=0, background=spec["background"])
-    tp = TracerProvider(resource=Resource.create({"service.name": "agent"}),
-                        span_limits=SpanLimits(max_span_attributes=spec["limit"]))
-    tp.add_span_processor(proc)
-    tracer = tp.get_tracer("false-green-limits")
+    session = LiveSession(spec["background"], SpanLimits(max_span_attributes=spec["limit"]))
     for calls in episodes:
-        play(tracer, calls, generic=spec["generic"])
-    tp.shutdown()
-    live_order = _whole_trace_order(list(exporter.get_finished_spans()))
-    final: Dict[str, EpisodeResult] = {}
-    for r in results:
-        final[r.key] = r  # the last result per episode is its verdict
+        play(session.tracer, calls, generic=spec["generic"])
+    live_order, live_results = session.finish()
     TRIED["limit_cuts"] += 1
     for where, eps, tids in (("replay", replayed, limited_order), ("serve", served, limited_order),
-                             ("live", list(final.values()), live_order)):
-        per_trace = verdicts_by_trace(eps)
-        for i, whole_tid in enumerate(order):
-            if whole_tid not in failures or i >= len(tids):
-                continue
-            per = per_trace.get(tids[i], {})
-            for rule in failures[whole_tid]:
-                TRIED["checks"] += 1
-                assert Verdict.PASSED not in per.get(rule, []), (
-                    f"{where} under an attribute limit of {spec['limit']}: `{rule}` passed on trace {tids[i]}; "
-                    f"the whole evidence fails it: {per.get(rule)}")
+                             ("live", live_results, live_order)):
+        assert_none_passed(f"{where} under an attribute limit of {spec['limit']}", order, failures, eps, tids)
+
+
+class LiveSession:
+    """The processor (inline or background) on a provider of its own, exporting to memory; the
+    results it gave, the last one per episode (amendments replace earlier results)."""
+
+    def __init__(self, background: bool, limits: Optional[SpanLimits] = None) -> None:
+        self.results: List[EpisodeResult] = []
+        self.exporter = InMemorySpanExporter()
+        self.proc = AssertionSpanProcessor(RULES, export=SimpleSpanProcessor(self.exporter),
+                                           on_episode=self.results.append, tick_interval=0, background=background)
+        self.tp = TracerProvider(resource=Resource.create({"service.name": "agent"}), span_limits=limits)
+        self.tp.add_span_processor(self.proc)
+        self.tracer = self.tp.get_tracer("false-green-session")
+
+    def finish(self) -> Tuple[List[str], List[EpisodeResult]]:
+        """Shut down; (trace ids in the order their episodes were played, final results)."""
+        self.tp.shutdown()
+        final: Dict[str, EpisodeResult] = {}
+        for r in self.results:
+            final[r.key] = r
+        return _whole_trace_order(list(self.exporter.get_finished_spans())), list(final.values())
+
+
+def assert_none_passed(where: str, order: List[str], failures: Dict[str, Set[str]], episodes: List[EpisodeResult],
+                       tids: List[str]) -> None:
+    """The i-th trace played (``tids[i]``; ``order[i]`` in the whole evidence) passes no rule the
+    whole evidence fails."""
+    per_trace = verdicts_by_trace(episodes)
+    for i, whole_tid in enumerate(order):
+        if whole_tid not in failures or i >= len(tids):
+            continue
+        per = per_trace.get(tids[i], {})
+        for rule in failures[whole_tid]:
+            TRIED["checks"] += 1
+            assert Verdict.PASSED not in per.get(rule, []), (
+                f"{where}: `{rule}` passed on trace {tids[i]}; the whole evidence fails it: {per.get(rule)}")
+
+
+# -- internal faults (live) -----------------------------------------------------------------------------
+
+def check_live_fault(episodes: Sequence[Sequence[Dict[str, Any]]], spec: Dict[str, Any]) -> None:
+    """The episodes live (their calls from ``late_from`` on after the root ended, when given), with an
+    error raised inside the processor at the ``nth`` GenAI span start (``where: start``) or span end
+    (``end``): the span is exported unjudged and the internal error counted. Every failing rule of
+    the whole evidence is never `passed` (its episode is incomplete, whether the lost span was the
+    one that would open it, one inside it, or one after it closed)."""
+    whole = record_spans(episodes, plain_root=spec["plain_root"])
+    failures = whole_failures(whole)
+    if not failures:
+        return
+    TRIED["examples"] += 1
+    session = LiveSession(spec["background"])
+    proc = session.proc
+    name = "_start_in_engine" if spec["where"] == "start" else "_engine_end"
+    real = getattr(proc, name)
+    seen = [0]
+
+    def faulty(*args: Any, **kwargs: Any) -> Any:
+        seen[0] += 1
+        if seen[0] == spec["nth"] + 1:
+            raise RuntimeError("injected: an internal error while judging this span")
+        return real(*args, **kwargs)
+
+    setattr(proc, name, faulty)
+    late = spec["late_from"]
+    for calls in episodes:
+        # With ``late_from``, calls from that one on start after the root ended (late spans).
+        play(session.tracer, calls, plain_root=spec["plain_root"], mode="whole" if late is None else "late_tail",
+             late_from=late or 0)
+        proc.force_flush()
+    live_order, live_results = session.finish()
+    assert len(session.exporter.get_finished_spans()) == len(whole), "a span was lost"
+    TRIED["fault_cuts"] += 1
+    assert_none_passed(f"live with a fault at the {spec['where']} of GenAI span #{spec['nth'] + 1} (background "
+                       f"{spec['background']})", _whole_trace_order(whole), failures, live_results, live_order)

@@ -3,15 +3,17 @@ false_green_cuts.py for the cuts). Modest sizes here; `make stress` runs many mo
 (tests/stress/test_false_green_cuts.py)."""
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 
 from false_green_cuts import (
     TRIED,
     check_live,
     check_replay_and_serve,
+    check_live_fault,
     check_span_limits,
     cut_strategy,
     episodes_strategy,
+    fault_cut_strategy,
     limits_cut_strategy,
     live_cut_strategy,
 )
@@ -35,9 +37,20 @@ def test_no_attribute_limit_of_the_sdk_passes_a_failing_episode(episodes, cut):
     check_span_limits(episodes, cut)
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(episodes_strategy, fault_cut_strategy)
+# Found by this property before the fix: the end of a late delete_database call (after its
+# episode closed) could not be judged, and the closed episode's no-delete stayed `passed`.
+@example([[{"tool": "delete_database", "amount": 5, "nested": False, "step": False}]],
+         {"nth": 1, "where": "end", "background": False, "plain_root": False, "late_from": 0})
+def test_no_internal_error_while_judging_a_span_passes_a_failing_episode(episodes, cut):
+    check_live_fault(episodes, cut)
+
+
 def test_the_property_tried_cuts_and_checked_verdicts():
-    # Runs after the three properties (file order): they did try cuts and did check verdicts.
-    assert TRIED["examples"] > 0 and TRIED["checks"] > 0 and TRIED["limit_cuts"] > 0, TRIED
+    # Runs after the four properties (file order): they did try cuts and did check verdicts.
+    assert TRIED["examples"] > 0 and TRIED["checks"] > 0 and TRIED["limit_cuts"] > 0 \
+        and TRIED["fault_cuts"] > 0, TRIED
     print(f"false-green property: {TRIED}")
 
 

@@ -12,9 +12,11 @@ from false_green_cuts import (
     TRIED,
     check_live,
     check_replay_and_serve,
+    check_live_fault,
     check_span_limits,
     cut_strategy,
     episodes_strategy,
+    fault_cut_strategy,
     limits_cut_strategy,
     live_cut_strategy,
 )
@@ -45,14 +47,21 @@ def test_no_cut_of_the_evidence_passes_a_failing_episode_at_size(sizes: Any) -> 
     def limits(episodes: Any, cut: Any) -> None:
         check_span_limits(episodes, cut)
 
+    @settings(max_examples=max(1, n // 2), deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    @given(episodes_strategy, fault_cut_strategy)
+    def faults(episodes: Any, cut: Any) -> None:
+        check_live_fault(episodes, cut)
+
     replay_and_serve()
     live()
     limits()
+    faults()
     tried = {k: TRIED[k] - before.get(k, 0) for k in TRIED}
     assert tried["checks"] > 0, tried
-    cuts = tried["replay_cuts"] + tried["file_cuts"] + tried["serve_cuts"] + tried["live_cuts"] + tried["limit_cuts"]
+    cuts = tried["replay_cuts"] + tried["file_cuts"] + tried["serve_cuts"] + tried["live_cuts"] + tried["limit_cuts"] + tried["fault_cuts"]
     record("never a false green: cut evidence", inputs=cuts, seconds=time.monotonic() - t0,
            note=f"{tried['examples']} examples, {cuts} cuts (replay {tried['replay_cuts']}, single files "
                 f"{tried['file_cuts']}, serve {tried['serve_cuts']}, live {tried['live_cuts']}, span limits "
-                f"{tried['limit_cuts']}), "
+                f"{tried['limit_cuts']}, internal faults {tried['fault_cuts']}), "
                 f"{tried['checks']} verdicts checked, 0 passed")
