@@ -104,3 +104,26 @@ tests:
     assert ("line 6 is indented to column 8, but the list that starts at line 5 has its items (`- `) at column 7"
             in out), out
     assert "indented to column 9" in out
+
+
+def test_serve_lists_every_option_out_of_bounds_at_once_then_exits_2(tmp_path: Path) -> None:
+    # Each bound is checked (NaN seconds included) and all are reported, in the options' order, before
+    # anything listens.
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("version: 1\ntests:\n  - id: t\n    assertions:\n      - type: trace_must_not_call_tool\n"
+                     "        tool: delete_database\n", encoding="utf-8")
+    args = ["serve", "--config", str(rules), "--grpc-endpoint", "127.0.0.1:0", "--http-endpoint", "127.0.0.1:0",
+            "--max-request-bytes", "0", "--queue-size", "-1", "--max-connections", "0", "--max-trace-spans", "0",
+            "--max-trace-seconds", "nan", "--engine-stall-timeout", "0", "--settle", "-1"]
+    done = subprocess.run([sys.executable, "-m", "spanassert.cli", *args], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "spanassert serve: --max-request-bytes 0: must be at least 1",
+        "spanassert serve: --queue-size -1: must be at least 1",
+        "spanassert serve: --max-connections 0: must be at least 1",
+        "spanassert serve: --max-trace-spans 0: must be at least 1",
+        "spanassert serve: --max-trace-seconds nan: must be > 0 seconds",
+        "spanassert serve: --engine-stall-timeout 0.0: must be > 0 seconds",
+        "spanassert serve: --settle -1.0: must be >= 0 seconds",
+    ]

@@ -31,8 +31,23 @@ class CountState:
         self.count = 0
 
 
+class _CountBound(Assertion):
+    """What both share: the bound `max` on a running count (refused when no episode reaches it),
+    and the count as the state."""
+
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        self.max: int = values.get("max", UNREACHABLE_BOUND)
+
+    def ineffective_reason(self) -> Optional[str]:
+        return unreachable(self.max)
+
+    def new_state(self) -> CountState:
+        return CountState()
+
+
 @register
-class MaxStepsAssertion(Assertion):
+class MaxStepsAssertion(_CountBound):
     type_name = "trace_max_steps"
     doc = (
         "The episode may take at most `max` steps, a step being a model call or a tool call (agent "
@@ -48,17 +63,10 @@ class MaxStepsAssertion(Assertion):
 
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
-        self.max: int = values.get("max", UNREACHABLE_BOUND)
         # Steps arrive through on_step (the engine counts tool calls there too), not as calls.
         self.tools = frozenset()
         self.needs = frozenset((NEED_STEPS,))
         self.wants_steps = True
-
-    def ineffective_reason(self) -> Optional[str]:
-        return unreachable(self.max)
-
-    def new_state(self) -> CountState:
-        return CountState()
 
     def on_step(self, state: CountState, episode: EpisodeView) -> Optional[Failure]:
         before = state.count
@@ -79,7 +87,7 @@ class MaxStepsAssertion(Assertion):
 
 
 @register
-class MaxToolCallsAssertion(Assertion):
+class MaxToolCallsAssertion(_CountBound):
     type_name = "trace_max_tool_calls"
     doc = (
         "The episode may contain at most `max` calls of `tool` (or tool calls of any name when `tool` "
@@ -97,16 +105,9 @@ class MaxToolCallsAssertion(Assertion):
 
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
-        self.max: int = values.get("max", UNREACHABLE_BOUND)
         self.selector = tool_selector(values, ctx, required=False)
         self.tool: Optional[str] = self.selector.name_label if self.selector is not None else None
         self.select_calls(self.selector)
-
-    def ineffective_reason(self) -> Optional[str]:
-        return unreachable(self.max)
-
-    def new_state(self) -> CountState:
-        return CountState()
 
     def on_call_start(self, state: CountState, call: ToolCall) -> Optional[Failure]:
         if self.selector is not None and not self.selector.name_matches(call):

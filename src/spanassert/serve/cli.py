@@ -143,18 +143,12 @@ def run_serve(args: argparse.Namespace) -> int:
     problems = []
     if options.grpc_endpoint is None and options.http_endpoint is None:
         problems.append("both --grpc-endpoint and --http-endpoint are off: nothing would be received")
-    if options.max_request_bytes < 1:
-        problems.append(f"--max-request-bytes {options.max_request_bytes}: must be at least 1")
-    if options.queue_size < 1:
-        problems.append(f"--queue-size {options.queue_size}: must be at least 1")
-    if options.max_connections < 1:
-        problems.append(f"--max-connections {options.max_connections}: must be at least 1")
-    if options.max_trace_spans < 1:
-        problems.append(f"--max-trace-spans {options.max_trace_spans}: must be at least 1")
-    if not options.max_trace_seconds > 0:
-        problems.append(f"--max-trace-seconds {options.max_trace_seconds}: must be > 0 seconds")
-    if not options.engine_stall_timeout > 0:
-        problems.append(f"--engine-stall-timeout {options.engine_stall_timeout}: must be > 0 seconds")
+    counts = (("--max-request-bytes", options.max_request_bytes), ("--queue-size", options.queue_size),
+              ("--max-connections", options.max_connections), ("--max-trace-spans", options.max_trace_spans))
+    problems += [f"{option} {n}: must be at least 1" for option, n in counts if n < 1]
+    times = (("--max-trace-seconds", options.max_trace_seconds),
+             ("--engine-stall-timeout", options.engine_stall_timeout))
+    problems += [f"{option} {t}: must be > 0 seconds" for option, t in times if not t > 0]  # NaN too
     if options.settle < 0:
         problems.append(f"--settle {options.settle}: must be >= 0 seconds")
     if options.forward and not options.forward.startswith(("http://", "https://")):
