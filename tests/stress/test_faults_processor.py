@@ -156,6 +156,9 @@ def test_a_hanging_exporter_behind_a_batch_processor_never_blocks_the_app() -> N
     record("faults: hanging exporter behind BatchSpanProcessor", inputs=ended, spans_lost=ended - hanging.exported,
            note=f"app {app_seconds:.2f}s for {ended} spans, slowest episode {worst * 1000:.1f} ms; "
                 f"force_flush(300 ms) returned {flushed} in {flush_seconds * 1000:.0f} ms")
-    assert worst < 0.5  # the exporter hangs for up to 60 s; the app never waits for it
+    # The exporter hangs for up to 60 s; an app that waited for it would take that long for one episode.
+    # 5 s leaves room for a loaded machine (0.57 s seen at a load average of 7 on 2 cores) and still
+    # tells waiting from not waiting: this is a blocking check, not a speed target.
+    assert worst < 5.0, worst
     assert flushed is False and flush_seconds < 1.5
     assert hanging.exported == ended
