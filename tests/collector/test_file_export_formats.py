@@ -60,13 +60,13 @@ def _episodes(provider: Any) -> None:
                     pass
 
 
-def _collector_file(run_collector: Any, tmp_path: Path, fmt: str) -> Path:
-    out = tmp_path / f"traces.{fmt}.zst"
+def _collector_file(run_collector: Any, tmp_path: Path, fmt: str, spans_fn: Any = _episodes) -> Path:
+    out = tmp_path / f"traces.{fmt}.{spans_fn.__name__}.zst"
     grpc_port = free_port()
-    config = tmp_path / f"collector-{fmt}.yaml"
+    config = tmp_path / f"collector-{fmt}-{spans_fn.__name__}.yaml"
     config.write_text(CONFIG.format(grpc_port=grpc_port, path=out, format=fmt), encoding="utf-8")
     running = run_collector(config, wait_ports=(grpc_port,))
-    export_through(FileExportCollector(running, out, grpc_port, 0), _episodes)
+    export_through(FileExportCollector(running, out, grpc_port, 0), spans_fn)
     status = running.stop()
     assert status == 0, f"Collector exited with {status}:\n{running.log()}"
     assert out.exists() and out.stat().st_size > 8, running.log()
@@ -105,3 +105,37 @@ def test_replay_reads_the_collectors_json_zstd_file_export(run_collector: Any, t
     proto = _replay(rules, _collector_file(run_collector, tmp_path, "proto"))
     assert proto.returncode == 1, proto.stdout + proto.stderr
     assert json.loads(proto.stdout)["summary"] == doc["summary"]
+
+
+def _evicted(provider: Any) -> None:
+    """A delete_database call whose markers the SDK's attribute count limit evicts by its end."""
+    tracer = provider.get_tracer("spanassert.tests.collector")
+    with tracer.start_as_current_span("invoke_agent ops", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        with tracer.start_as_current_span("search", attributes={"gen_ai.operation.name": "execute_tool",
+                                                                "gen_ai.tool.name": "search"}):
+            pass
+        with tracer.start_as_current_span("tool", attributes={"gen_ai.operation.name": "execute_tool",
+                                                              "gen_ai.tool.name": "delete_database"}) as call:
+            for k in range(6):
+                call.set_attribute(f"app.detail.{k}", "x")
+
+
+@pytest.mark.collector
+@pytest.mark.parametrize("fmt", ["json", "proto"])
+def test_what_the_sdk_dropped_reaches_replay_through_the_collector(run_collector: Any, tmp_path: Path,
+                                                                   monkeypatch: Any, fmt: str) -> None:
+    """The real Collector keeps a span's droppedAttributesCount (json and proto file export); replay
+    of its file says the episode is incomplete. Before: no-db-delete `passed` (the evicted call
+    unseen), the episode complete."""
+    from spanassert.core.spans import INCOMPLETE_SOURCE_DROPPED
+
+    monkeypatch.setenv("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "4")  # read by the SDK's TracerProvider
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES, encoding="utf-8")
+    proc = _replay(rules, _collector_file(run_collector, tmp_path, fmt, _evicted))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    (episode,) = doc["episodes"]
+    assert INCOMPLETE_SOURCE_DROPPED in episode["incomplete"], episode
+    verdicts = {r["test"]: r["verdict"] for r in episode["results"]}
+    assert verdicts == {"no-db-delete": "inconclusive", "must-search": "passed"}, verdicts
