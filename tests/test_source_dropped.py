@@ -166,6 +166,10 @@ def _line(**extra: Any) -> str:
     ({"droppedAttributesCount": 1.5}, 1),
     ({"droppedEventsCount": [1]}, 1),
     ({"droppedAttributesCount": True}, 1),
+    # An event's own attributes over the SDK's limit (Strands and GenAI events carry content there).
+    ({"events": [{"name": "gen_ai.choice", "timeUnixNano": "1", "droppedAttributesCount": 2}]}, 2),
+    ({"events": [{"name": "e", "timeUnixNano": "1"}, {"name": "f", "timeUnixNano": "1",
+                                                       "droppedAttributesCount": "x"}]}, 1),
 ])
 def test_every_json_reader_keeps_a_span_s_dropped_counts(tmp_path: Path, monkeypatch: Any, typed: str,
                                                          extra: Dict[str, Any], dropped: int) -> None:
@@ -193,11 +197,14 @@ def test_protobuf_readers_keep_the_counts_and_serve_forwards_them() -> None:
     span.name = "tool"
     span.dropped_attributes_count = 7
     span.dropped_events_count = 1
+    event = span.events.add()
+    event.name = "gen_ai.choice"
+    event.dropped_attributes_count = 2
     records = records_from_proto(req, "req")
-    assert [r.dropped for r in records] == [8]
+    assert [r.dropped for r in records] == [10]
     # A JSON request's spans are forwarded rebuilt from their records: the loss goes on with them.
     fwd = export_request([(records[0], None, None)])
-    assert fwd.resource_spans[0].scope_spans[0].spans[0].dropped_attributes_count == 8
+    assert fwd.resource_spans[0].scope_spans[0].spans[0].dropped_attributes_count == 10
 
 
 def test_dropped_count_reads_hostile_counts_as_something_dropped() -> None:
@@ -278,3 +285,24 @@ def test_what_an_assembled_trace_misses_is_kept_until_its_episode_opens_and_boun
                             SpanRecord(trace_id=t, span_id="2" * 16, parent_span_id="3" * 16, name="db",
                                        start_ns=1, end_ns=2, dropped=i % 2)])
     assert len(engine._notes) <= bound
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
+def test_an_event_whose_attributes_the_sdk_dropped_marks_the_episode_live(background: bool) -> None:
+    """OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT: an event of a tool span lost attributes (where some
+    conventions put a call's content): the episode is incomplete live (before: complete, passed)."""
+    episodes: List[Any] = []
+    proc = AssertionSpanProcessor(load_config(RULES), export=SimpleSpanProcessor(InMemorySpanExporter()),
+                                  tick_interval=0, background=background, on_episode=episodes.append)
+    tp = TracerProvider(span_limits=SpanLimits(max_event_attributes=1))
+    tp.add_span_processor(proc)
+    t = tp.get_tracer("limits")
+    with t.start_as_current_span("invoke_agent support", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        with t.start_as_current_span("execute_tool lookup", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"}) as call:
+            call.add_event("gen_ai.tool.message", {"role": "tool", "content": "rm -rf /", "id": "c1"})
+    tp.shutdown()
+    assert len(episodes) == 1
+    assert episodes[0].incomplete == [INCOMPLETE_SOURCE_DROPPED]
+    assert {r.test_id: r.verdict.value for r in episodes[0].results} == {"steps": "inconclusive",
+                                                                        "no-delete": "inconclusive"}

@@ -52,7 +52,8 @@ def _from_readable(span: Any) -> SpanRecord:
         events=[SpanEvent(e.name, e.timestamp, dict(e.attributes or {})) for e in span.events],
         resource=dict(span.resource.attributes) if span.resource is not None else {},
         scope=span.instrumentation_scope.name if span.instrumentation_scope is not None else "",
-        dropped=dropped_count(getattr(span, "dropped_attributes", 0), getattr(span, "dropped_events", 0)),
+        dropped=dropped_count(getattr(span, "dropped_attributes", 0), getattr(span, "dropped_events", 0),
+                              *(getattr(e, "dropped_attributes", 0) for e in span.events)),
     )
 
 

@@ -127,10 +127,13 @@ def start_time(span: Any) -> Optional[int]:
 
 
 def dropped(span: Any) -> int:
-    """How many attributes and events the SDK dropped from the span (its span limits); 0 for a
-    look-alike span that does not say."""
+    """How many attributes and events the SDK dropped from the span and its events' attributes (its
+    span limits); 0 for a look-alike span that does not say."""
     try:
-        return span._attributes.dropped + span._events.dropped  # type: ignore[no-any-return]  # SDK fields
+        n: int = span._attributes.dropped + span._events.dropped
+        for e in span._events:  # an event's own attributes over the limit (its content, for some conventions)
+            n += e.dropped_attributes
+        return n
     except AttributeError:
         return int(getattr(span, "dropped_attributes", 0) or 0) + int(getattr(span, "dropped_events", 0) or 0)
 

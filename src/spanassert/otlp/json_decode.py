@@ -292,6 +292,7 @@ def _fast_span(s: Dict[str, Any], trace_id: str, resource: Dict[str, Any], scope
         code = 0
         message = ""
     events_json = s.get("events")
+    event_drops: Any = None
     if events_json:
         events = []
         for e in events_json:
@@ -299,6 +300,8 @@ def _fast_span(s: Dict[str, Any], trace_id: str, resource: Dict[str, Any], scope
             if ename.__class__ is not str:
                 raise TypeError("event name")
             eattrs = e.get("attributes")
+            if "droppedAttributesCount" in e:
+                event_drops = (event_drops or 0) + dropped_count(e["droppedAttributesCount"])
             events.append(
                 SpanEvent(ename, int(e.get("timeUnixNano", 0)), _fast_attributes(eattrs) if eattrs else {})
             )
@@ -327,7 +330,7 @@ def _fast_span(s: Dict[str, Any], trace_id: str, resource: Dict[str, Any], scope
     rec.source = source
     da = s.get("droppedAttributesCount")
     de = s.get("droppedEventsCount")
-    rec.dropped = dropped_count(da, de) if da or de else 0
+    rec.dropped = dropped_count(da, de, event_drops) if da or de or event_drops else 0
     return rec
 
 
@@ -339,9 +342,11 @@ def _careful_span(s: Any, path: str, resource: Dict[str, Any], scope: str, sourc
     parent = decode_id(_field(s, "parentSpanId"), 8, "parentSpanId", path, False)
     status = _object(_field(s, "status"), "status", path)
     events: List[SpanEvent] = []
+    event_drops = 0
     for i, e in enumerate(_array(_field(s, "events"), "events", path)):
         where = f"{path}.events[{i}]"
         e = _object(e, "event", where)
+        event_drops += dropped_count(_field(e, "droppedAttributesCount"))
         events.append(
             SpanEvent(
                 _string(_field(e, "name"), "name", where),
@@ -364,7 +369,7 @@ def _careful_span(s: Any, path: str, resource: Dict[str, Any], scope: str, sourc
         resource=resource,
         scope=scope,
         source=source,
-        dropped=dropped_count(_field(s, "droppedAttributesCount"), _field(s, "droppedEventsCount")),
+        dropped=dropped_count(_field(s, "droppedAttributesCount"), _field(s, "droppedEventsCount")) + event_drops,
     )
 
 

@@ -265,7 +265,11 @@ def _block(spans: List[_Span], resource: Dict[str, Any], scope: str, source: str
             code = 0 if st.code is UNSET else st.code
             message = "" if st.message is UNSET else st.message
         evs = s.events
+        event_drops = 0
         if evs:  # UNSET is false
+            for e in evs:
+                if e.droppedAttributesCount is not UNSET:
+                    event_drops += _dropped(e.droppedAttributesCount)
             events: List[SpanEvent] = [
                 SpanEvent("" if e.name is UNSET else e.name, _int(e.timeUnixNano),
                           _attributes(e.attributes) if e.attributes is not UNSET else {})
@@ -292,7 +296,7 @@ def _block(spans: List[_Span], resource: Dict[str, Any], scope: str, source: str
         rec.source = source
         da = s.droppedAttributesCount
         de = s.droppedEventsCount
-        rec.dropped = 0 if da is UNSET and de is UNSET else _dropped(da, de)
+        rec.dropped = (0 if da is UNSET and de is UNSET else _dropped(da, de)) + event_drops
         append(rec)
 
 

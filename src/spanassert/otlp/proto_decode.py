@@ -121,6 +121,8 @@ def records_from_proto(msg: Any, source: str, *, errors: Optional[List[SpanDecod
                         rec.scope = scope
                         rec.source = source
                         rec.dropped = s.dropped_attributes_count + s.dropped_events_count
+                        if events:
+                            rec.dropped += sum(e.dropped_attributes_count for e in s.events)
                         append(rec)
                         continue
                     except RecursionError:
