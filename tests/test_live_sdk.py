@@ -16,7 +16,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_s
 import spanassert.live as live_pkg
 from spanassert import AssertionSpanProcessor, load_config
 from spanassert.live import sdk
-from spanassert.mapping.conventions import surely_other
+from spanassert.mapping.conventions import MARKER_KEYS, surely_other
 
 RULES = """\
 version: 1
@@ -165,10 +165,34 @@ def test_no_other_live_module_reads_a_private_span_field() -> None:
     assert offenders == []
 
 
+class Recorder(SpanProcessor):
+    def __init__(self, fail: bool = False) -> None:
+        self.ended: List[Any] = []
+        self.fail = fail
+
+    def on_end(self, span: Any) -> None:
+        self.ended.append(span)
+        if self.fail:
+            raise RuntimeError("exporter down")
+
+
+def _callbacks(traces: Any, links: Dict[int, int], queued: Dict[int, int], background: bool = True,
+               plain: Any = surely_other, exports: Any = None, max_links: int = 1 << 20) -> Any:
+    slow: List[Any] = []
+    failed: List[Any] = []
+    exports = [Recorder()] if exports is None else exports
+    start, end = sdk.fast_callbacks(lambda s, ctx: slow.append(("start", s)), lambda s: slow.append(("end", s)),
+                                    traces, links, queued, background, exports, plain, MARKER_KEYS,
+                                    lambda kind, exc: failed.append(kind), max_links)
+    return start, end, slow, exports, failed
+
+
 def test_the_fast_path_answers_only_for_a_plain_local_span() -> None:
-    """sdk.plain_local (on_start's and on_end's first question): True for a plain span with its
-    parent here of a trace no episode follows, its ids when its trace is followed or its id is
-    remembered, False for any other span (read in full)."""
+    """sdk.fast_callbacks (the processor's on_start and on_end on the instance): a plain span with
+    its parent here of a trace no episode follows is only handed on; a plain child span of a
+    followed trace leaves its parent link at its start and drops it at its end; every other span
+    (a GenAI span, a root elsewhere, a followed trace's root, a span without the private fields,
+    a marker set after start, a span whose test raised) goes to the full path."""
     tp = TracerProvider()
     tracer = tp.get_tracer("x")
     plain = tracer.start_span("db.query", attributes={"db.system": "postgresql"})
@@ -179,18 +203,157 @@ def test_the_fast_path_answers_only_for_a_plain_local_span() -> None:
     local = tracer.start_span("GET /", context=set_span_in_context(plain))
     tid, sid = sdk.head(plain)[:2]
     child_sid = sdk.head(local)[1]
-    none: frozenset = frozenset()
-    assert sdk.plain_local(plain, set(), none, surely_other) is True
-    assert sdk.plain_local(local, set(), none, surely_other) is True
-    assert sdk.plain_local(plain, {tid}, none, surely_other) == (tid, sid, None)  # its trace is followed
-    assert sdk.plain_local(local, {tid}, none, surely_other) == (tid, child_sid, sid)
-    assert sdk.plain_local(local, set(), {child_sid}, surely_other) == (tid, child_sid, sid)  # a remembered link
-    assert sdk.plain_local(remote, set(), none, surely_other) is False  # its root is elsewhere
-    assert sdk.plain_local(genai, set(), none, surely_other) is False
-    assert sdk.plain_local(named, set(), none, surely_other) is False
-    assert sdk.plain_local(PublicOnly(plain), set(), none, surely_other) is False  # no private fields
+
+    # A trace no episode follows: nothing at the start, handed on at the end.
+    links: Dict[int, int] = {}
+    start, end, slow, exports, _ = _callbacks(set(), links, {})
+    for s in (plain, local):
+        start(s)
+        end(s)
+    assert slow == [] and links == {} and exports[0].ended == [plain, local]
+
+    # A followed trace: its plain root goes the full way; its plain child leaves its link.
+    start, end, slow, exports, _ = _callbacks({tid}, links, {})
+    start(plain)
+    start(local, None)
+    assert slow == [("start", plain)] and links == {child_sid: sid}
+    end(local)
+    assert links == {} and exports[0].ended == [local]
+    end(plain)
+    assert slow == [("start", plain), ("end", plain)] and exports[0].ended == [local]
+
+    # A remembered link is dropped at the end even when the trace is no longer followed; while an
+    # end of its trace waits for the worker, the full path hands it on after that end.
+    for traces, queued, background, to_full in ((set(), {}, True, False), ({tid}, {tid: 1}, True, True),
+                                                ({tid}, {tid: 1}, False, False)):
+        links = {child_sid: sid}
+        start, end, slow, exports, _ = _callbacks(traces, links, queued, background)
+        end(local)
+        assert links == {}
+        assert (slow == [("end", local)]) is to_full and (exports[0].ended == [local]) is not to_full
+
+    # Every other span: the full path, at both ends.
+    plain_view = PublicOnly(plain)
+    for s in (remote, genai, named, plain_view):
+        start, end, slow, exports, _ = _callbacks(set(), {}, {})
+        start(s)
+        end(s)
+        assert slow == [("start", s), ("end", s)] and exports[0].ended == []
+
+    def broken(name: str, attributes: Any) -> bool:
+        raise RuntimeError("injected")
+
+    start, end, slow, exports, _ = _callbacks(set(), {}, {}, plain=broken)
+    start(plain)
+    end(plain)
+    assert slow == [("start", plain), ("end", plain)] and exports[0].ended == []
+
     plain.set_attribute("gen_ai.operation.name", "invoke_agent")  # a marker set after its start
-    assert sdk.plain_local(plain, set(), none, surely_other) is False
+    start, end, slow, exports, _ = _callbacks(set(), {}, {})
+    end(plain)
+    assert slow == [("end", plain)]
+
+
+def test_the_fast_path_sends_a_span_with_any_marker_key_or_marker_name_the_full_way() -> None:
+    """The callbacks test the attributes for the conventions' marker keys themselves (unrolled)
+    and remember plain names: every marker key, and every marker name, still goes the full way,
+    also once the name is remembered as plain and once the remembered names were cleared."""
+    tp = TracerProvider()
+    tracer = tp.get_tracer("x")
+    start, end, slow, exports, _ = _callbacks(set(), {}, {})
+    for key in MARKER_KEYS:
+        s = tracer.start_span("work", attributes={"http.method": "GET", key: "x"})
+        start(s)
+        end(s)
+        assert slow[-2:] == [("start", s), ("end", s)]
+    for name in ("execute_tool t", "invoke_agent a", "invoke_workflow w", "running tool", "agent run",
+                 "search.tool", "openai.llm"):
+        s = tracer.start_span(name)
+        start(s)
+        end(s)
+        assert slow[-2:] == [("start", s), ("end", s)], name
+    assert exports[0].ended == []
+    for i in range(sdk.MAX_NAMES + 10):  # many plain names: the remembered ones are cleared, not grown
+        s = tracer.start_span(f"GET /orders/{i}")
+        start(s)
+        end(s)
+        assert exports[0].ended[-1] is s
+    s = tracer.start_span("GET /orders/1", attributes={MARKER_KEYS[0]: "chat"})
+    end(s)
+    assert slow[-1] == ("end", s)
+
+
+def test_the_fast_path_hands_a_span_to_every_exporter_and_bounds_the_links() -> None:
+    tp = TracerProvider()
+    tracer = tp.get_tracer("x")
+    root = tracer.start_span("GET /")
+    kids = [tracer.start_span("db", context=set_span_in_context(root)) for _ in range(3)]
+    exports = [Recorder(fail=True), Recorder()]
+    links: Dict[int, int] = {}
+    start, end, slow, _, failed = _callbacks({sdk.head(root)[0]}, links, {}, exports=exports, max_links=2)
+    for k in kids:
+        start(k)
+    assert len(links) == 1 and sdk.head(kids[2])[1] in links  # cleared when full (spans that never ended)
+    end(kids[2])
+    assert exports[0].ended == exports[1].ended == [kids[2]] and failed == ["export"] and slow == []
+
+
+def test_the_fast_path_is_built_again_in_a_forked_child() -> None:
+    """After os.fork the processor's containers are new: the instance's callbacks must use them."""
+    import os
+
+    import pytest
+
+    if not hasattr(os, "fork"):
+        pytest.skip("os.fork is not available on this platform")
+    mem = InMemorySpanExporter()
+    seen: List[str] = []
+    proc = AssertionSpanProcessor(load_config(RULES), export=SimpleSpanProcessor(mem), tick_interval=0,
+                                  on_violation=lambda v: seen.append(v.test_id))
+    tp = TracerProvider()
+    tp.add_span_processor(proc)
+    t = tp.get_tracer("fork")
+    assert "on_start" in vars(proc) and "on_end" in vars(proc)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        ok = 0
+        try:
+            with t.start_as_current_span("invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}):
+                with t.start_as_current_span("POST /v1/chat", attributes={"http.method": "POST"}) as http:
+                    linked = sdk.head(http)[1] in proc._links
+                    with t.start_as_current_span("execute_tool delete_database", attributes={
+                            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "delete_database"}):
+                        pass
+            proc.force_flush(10_000)
+            ok = 1 if (linked and seen == ["no-delete", "lookup"] and not proc._links
+                       and len(mem.get_finished_spans()) == 3) else 2
+        finally:
+            os.write(w, bytes([ok]))
+            os._exit(0)
+    os.close(w)
+    status = os.read(r, 1)
+    os.waitpid(pid, 0)
+    tp.shutdown()
+    assert status == b"\x01"
+
+
+def test_a_subclass_that_replaces_a_callback_keeps_it() -> None:
+    calls: List[str] = []
+
+    class Mine(AssertionSpanProcessor):
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            calls.append(span.name)
+            super().on_start(span, parent_context)
+
+    proc = Mine(load_config(RULES), export=SimpleSpanProcessor(InMemorySpanExporter()), tick_interval=0)
+    assert "on_start" not in vars(proc) and "on_end" not in vars(proc)
+    tp = TracerProvider()
+    tp.add_span_processor(proc)
+    with tp.get_tracer("x").start_as_current_span("GET /"):
+        pass
+    tp.shutdown()
+    assert calls == ["GET /"]
 
 
 def test_a_plain_child_ending_after_its_episode_closed_still_drops_its_parent_link() -> None:

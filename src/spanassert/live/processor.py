@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
@@ -34,6 +34,7 @@ from ..core.engine import Engine, SpanOutcome
 from ..core.results import EpisodeResult, Violation
 from ..core.spans import INCOMPLETE_VALUE_AT_LIMIT
 from ..mapping import ROLE_AGENT, ROLE_OTHER
+from ..mapping.conventions import MARKER_KEYS
 from ..mapping.mapper import surely_other
 from . import sdk
 from .annotate import LiveRoots, annotated_copy, not_yet_on
@@ -50,7 +51,6 @@ PathOrConfig = Union[Config, str, "os.PathLike[str]"]
 DEFAULT_MAX_QUEUE_SIZE = 65_536
 DEFAULT_MAX_QUEUE_BYTES = 32 * 1024 * 1024
 _MAX_POSITIONED = 1 << 20
-NO_SPANS: FrozenSet[int] = frozenset()
 
 
 class AssertionSpanProcessor(Runtime, SpanProcessor):
@@ -126,6 +126,7 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
         self._max_bytes = max_queue_bytes
         self._new_engine()
         self._new_runtime()
+        self._new_callbacks()
         if hasattr(os, "register_at_fork"):
             ref = weakref.ref(self)
             # the ignore below: ref() is checked by the `and`
@@ -143,7 +144,7 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
         # Without mapping rules of the user's, the built-in conventions' one-scan test (surely_other)
         # decides most plain spans before the mapper is asked.
         self._conventions = not self.engine.mapper.has_rules
-        # The fast path of on_start and on_end (sdk.plain_local) applies: with an export (without
+        # The fast path of on_start and on_end (sdk.fast_callbacks) applies: with an export (without
         # one, a root span is remembered for the events written on it) and the conventions' test.
         self._quick = self._conventions and bool(self._export)
         self._marked_role = self.engine.mapper.marked_role
@@ -158,21 +159,44 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
         self._value_limit: Optional[int] = None
         self._limit_read = False
 
+    def _after_fork(self) -> None:
+        super()._after_fork()
+        self._new_callbacks()
+
+    def _new_callbacks(self) -> None:
+        """The instance's own ``on_start``/``on_end`` (``sdk.fast_callbacks``), which answer most spans
+        before the methods below (the full path) run: when the fast path applies (``_quick``) and a
+        subclass did not replace the methods. Built again after ``os.fork`` (the child's containers
+        are new). They hold the processor weakly (as its threads do): no reference cycle."""
+        own = vars(self)
+        own.pop("on_start", None)
+        own.pop("on_end", None)
+        cls = type(self)
+        if not (self._quick and cls.on_start is AssertionSpanProcessor.on_start
+                and cls.on_end is AssertionSpanProcessor.on_end):
+            return
+        ref = weakref.ref(self)
+
+        def slow_start(span: Span, parent_context: Any) -> None:
+            me = ref()
+            if me is not None:
+                AssertionSpanProcessor.on_start(me, span, parent_context)
+
+        def slow_end(span: ReadableSpan) -> None:
+            me = ref()
+            if me is not None:
+                AssertionSpanProcessor.on_end(me, span)
+
+        own["on_start"], own["on_end"] = sdk.fast_callbacks(
+            slow_start, slow_end, self._tracked, self._links, self._queue.traces, self._background, self._export,
+            surely_other, MARKER_KEYS, self._sink.internal_error, _MAX_POSITIONED)
+
     # -- SpanProcessor ------------------------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Any = None) -> None:
+        # The full path. Most spans (plain spans of traces no episode follows, plain child spans of
+        # followed traces) are answered before it, by the instance's on_start (sdk.fast_callbacks).
         items: Optional[List[Any]] = None
         try:
-            # This runs for every span the app creates. Most are plain spans of traces no episode
-            # follows: one call answers for them, and nothing else is done. For a plain child span
-            # of a followed trace it gives the ids its parent link needs (below).
-            quick = sdk.plain_local(span, self._tracked, NO_SPANS, surely_other) if self._quick else False
-            if quick is True:
-                return
-            if quick:
-                tid, sid, pid = quick
-                if pid is not None:
-                    self._remember_link(sid, pid)
-                    return
             tid, sid, attrs, name, pid, remote = sdk.head(span)
             if not self._limit_read:
                 # The provider's attribute value length limit (one per provider): read once.
@@ -276,24 +300,11 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
                 marks[sid] = AT_START_OTHER
 
     def on_end(self, span: ReadableSpan) -> None:
+        # The full path (see on_start).
         out: Optional[SpanOutcome] = None
         items: Optional[List[Any]] = None
         try:
-            # Fast path: a plain span of a trace no episode follows is only handed on (as on_start);
-            # a plain child span whose parent link is remembered drops it (below) without a full read.
             links = self._links
-            quick = sdk.plain_local(span, self._tracked, links, surely_other) if self._quick else False
-            if quick is True:
-                self._forward(span, None)
-                return
-            if quick and quick[1] in links:
-                tid, sid = quick[0], quick[1]
-                links.pop(sid, None)
-                if sdk.plain_dropped(span):
-                    self._source_dropped(tid)
-                if not (self._background and self._queue.traces.get(tid)):
-                    self._forward(span, None)
-                    return
             tid, sid, attrs, name, pid, remote = sdk.head(span)
             if links and sid in links:
                 if self._plain(name, attrs):

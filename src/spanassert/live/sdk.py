@@ -12,11 +12,12 @@ only the public API, and checks that no other module under ``live/`` reads a pri
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Container, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Container, Dict, Mapping, Optional, Sequence, Set, Tuple
 
 from opentelemetry.trace import SpanContext, StatusCode
 
 EMPTY: Mapping[str, Any] = {}
+MAX_NAMES = 4096  # span names fast_callbacks remembers as plain
 UNSET = StatusCode.UNSET
 ERROR = StatusCode.ERROR
 
@@ -81,30 +82,98 @@ def head(span: Any) -> Tuple[int, int, Mapping[str, Any], str, Optional[int], bo
             False if up is None else bool(up.is_remote))
 
 
-def plain_local(span: Any, traces: Container[int], spans: Container[int],
-                plain: Callable[[str, Mapping[str, Any]], bool]) -> Union[bool, Tuple[int, int, Optional[int]]]:
-    """The processor's fast path, for most spans of most applications: a span whose parent is in
-    this process (or that has none) and that ``plain`` calls no GenAI span.
+def fast_callbacks(slow_start: Callable[[Any, Any], None], slow_end: Callable[[Any], None], traces: Container[int],
+                   links: Dict[int, int], queued: Mapping[Any, int], background: bool, exports: Sequence[Any],
+                   plain: Callable[[str, Mapping[str, Any]], bool], markers: Sequence[str],
+                   failed: Callable[[str, BaseException], None], max_links: int,
+                   ) -> Tuple[Callable[..., None], Callable[[Any], None]]:
+    """The processor's ``on_start`` and ``on_end`` (installed on the instance, so the SDK calls them
+    directly), for most spans of most applications: a span whose parent is in this process (or
+    that has none) and that the conventions' test ``plain`` calls no GenAI span.
 
-    - True: such a span of a trace not in ``traces``, whose own id is not in ``spans``;
-    - (trace id, span id, parent span id or None): such a span of a trace in ``traces``, or whose id
-      is in ``spans``;
-    - False: any other span, or one that cannot be read cheaply (without the private fields): the
-      caller then reads it in full (:func:`head`).
+    - ``on_start``: such a span of a trace not in ``traces`` is nothing to the processor; such a
+      child span of a followed trace leaves its parent link in ``links`` (span id -> parent span
+      id, cleared past ``max_links``: spans that never ended), for a GenAI span that may start
+      below it.
+    - ``on_end``: such a span is handed on to ``exports`` (each one's error passed to ``failed``)
+      when its trace is not followed and its id is not in ``links``, or when its id is in
+      ``links`` (the link is dropped) and no end of its trace is ``queued`` for the worker
+      (``background``): the export keeps end order. A span in ``links`` of which the SDK dropped
+      attributes (span limits) goes the full way, which marks its episode incomplete.
+    - Any other span, and one that cannot be read cheaply (no private fields: another SDK
+      version, a wrapper) or whose reading raised, goes to ``slow_start`` / ``slow_end``, the
+      processor's full path, which reads it through :func:`head`.
 
-    No property is called, and a tuple is built only for a span of a followed trace: this runs twice
-    for every span (see docs/performance.md, "Plain spans outside any episode")."""
-    try:
-        c = span._context
-        p = span._parent
-        if (type(c) is SpanContext and (p is None or (type(p) is SpanContext and not p[2]))
-                and plain(span._name, span._attributes._dict)):
-            if c[0] not in traces and c[1] not in spans:
-                return True
-            return c[0], c[1], None if p is None else p[1]
-    except AttributeError:
-        pass
-    return False
+    ``plain(name, attributes)`` is asked once per span name (``plain(name, {})``, its name test;
+    plain names are remembered, at most ``MAX_NAMES``), and the attributes are tested here for
+    the five ``markers`` (``plain``'s own attribute test, unrolled). Every check is inline, with
+    no other call and no tuple built, and no property is called: this runs twice for every span
+    the application makes (see docs/performance.md, "Plain spans outside any episode"). The
+    callbacks hold the containers, not the processor: they are built again when those are (after
+    ``os.fork``)."""
+    sc = SpanContext
+    k1, k2, k3, k4, k5 = markers  # five today; a sixth fails here, at the processor's construction
+    names: Set[str] = set()
+
+    def plain_name(name: str) -> bool:
+        if not plain(name, EMPTY):
+            return False
+        if len(names) >= MAX_NAMES:
+            names.clear()  # so many names (ids in them): learned again
+        names.add(name)
+        return True
+
+    def on_start(span: Any, parent_context: Any = None) -> None:
+        try:
+            c = span._context
+            p = span._parent
+            if type(c) is sc and (p is None or (type(p) is sc and not p[2])):
+                a = span._attributes._dict
+                name = span._name
+                if ((name in names or plain_name(name))
+                        and not (k1 in a or k2 in a or k3 in a or k4 in a or k5 in a)):
+                    if c[0] not in traces:
+                        return
+                    if p is not None:
+                        if len(links) >= max_links:
+                            links.clear()  # spans that never ended; children below them lose their agent
+                        links[c[1]] = p[1]
+                        return
+        except Exception:  # noqa: BLE001 -- the full path reads the span again and counts what it raises
+            pass
+        slow_start(span, parent_context)
+
+    def on_end(span: Any) -> None:
+        done = False
+        try:
+            c = span._context
+            p = span._parent
+            if type(c) is sc and (p is None or (type(p) is sc and not p[2])):
+                a = span._attributes._dict
+                name = span._name
+                if ((name in names or plain_name(name))
+                        and not (k1 in a or k2 in a or k3 in a or k4 in a or k5 in a)):
+                    sid = c[1]
+                    if sid in links:
+                        # Of a span whose SDK dropped attributes (a plain span's markers are
+                        # attributes), the full path drops the link and marks its episode incomplete.
+                        if not span._attributes.dropped:
+                            links.pop(sid, None)
+                            done = not (background and queued.get(c[0]))
+                    else:
+                        done = c[0] not in traces
+        except Exception:  # noqa: BLE001 -- the full path reads the span again and counts what it raises
+            done = False
+        if not done:
+            slow_end(span)
+            return
+        for x in exports:
+            try:
+                x.on_end(span)
+            except Exception as exc:  # noqa: BLE001, PERF203 -- a failing exporter must not stop the others
+                failed("export", exc)
+
+    return on_start, on_end
 
 
 def timing(span: Any) -> Tuple[Optional[int], Optional[int], int, Sequence[Any]]:
@@ -136,12 +205,6 @@ def dropped(span: Any) -> int:
         return n
     except AttributeError:
         return int(getattr(span, "dropped_attributes", 0) or 0) + int(getattr(span, "dropped_events", 0) or 0)
-
-
-def plain_dropped(span: Any) -> int:
-    """:func:`dropped`'s attribute count alone, for a span :func:`plain_local` answered with a tuple
-    (an SDK span: its fields were read). A plain span's markers are attributes; its events are not read."""
-    return span._attributes.dropped  # type: ignore[no-any-return]  # BoundedAttributes.dropped, untyped
 
 
 def value_limit(span: Any) -> Optional[int]:
@@ -218,6 +281,6 @@ def instrumentation_info(span: Any) -> Any:
 PRIVATE_FIELDS = frozenset({"_context", "_name", "_attributes", "_dict", "_parent", "_start_time", "_end_time",
                             "_status", "_status_code", "_events", "_resource", "_instrumentation_info"})
 
-__all__ = ["EMPTY", "PRIVATE_FIELDS", "attributes", "context", "end_time", "events", "head", "instrumentation_info",
-           "name", "parent", "resource_attributes", "start_time", "status_code", "timing",
-           "plain_local"]
+__all__ = ["EMPTY", "MAX_NAMES", "PRIVATE_FIELDS", "attributes", "context", "end_time", "events", "fast_callbacks",
+           "head", "instrumentation_info", "name", "parent", "resource_attributes", "start_time", "status_code",
+           "timing"]
