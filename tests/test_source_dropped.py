@@ -170,6 +170,13 @@ def _line(**extra: Any) -> str:
     ({"events": [{"name": "gen_ai.choice", "timeUnixNano": "1", "droppedAttributesCount": 2}]}, 2),
     ({"events": [{"name": "e", "timeUnixNano": "1"}, {"name": "f", "timeUnixNano": "1",
                                                        "droppedAttributesCount": "x"}]}, 1),
+    # Falsy hostile counts: the fast JSON reader took them as none where the others read one.
+    ({"droppedAttributesCount": False}, 1),
+    ({"droppedAttributesCount": ""}, 1),
+    ({"droppedAttributesCount": 0.0}, 1),
+    ({"droppedEventsCount": []}, 1),
+    ({"droppedAttributesCount": {}}, 1),
+    ({"droppedEventsCount": "0"}, 0),
 ])
 def test_every_json_reader_keeps_a_span_s_dropped_counts(tmp_path: Path, monkeypatch: Any, typed: str,
                                                          extra: Dict[str, Any], dropped: int) -> None:
@@ -306,3 +313,56 @@ def test_an_event_whose_attributes_the_sdk_dropped_marks_the_episode_live(backgr
     assert episodes[0].incomplete == [INCOMPLETE_SOURCE_DROPPED]
     assert {r.test_id: r.verdict.value for r in episodes[0].results} == {"steps": "inconclusive",
                                                                         "no-delete": "inconclusive"}
+
+
+@pytest.mark.parametrize("background,export", [(False, True), (True, True), (False, False)])
+def test_a_span_that_lost_its_markers_before_the_episode_opened_leaves_no_pass_live(
+        tmp_path: Path, background: bool, export: bool) -> None:
+    """A delete_database call created with more attributes than the limit keeps is plain from its
+    start; it ends under a plain HTTP root before the agent span opens the trace's episode. Replay
+    and serve mark the whole assembled trace; live marked nothing (no episode to mark when the span
+    ended): before, live passed no-delete and steps where replay of the same spans said inconclusive."""
+    episodes: List[Any] = []
+    mem = InMemorySpanExporter()
+    proc = AssertionSpanProcessor(load_config(RULES), export=SimpleSpanProcessor(mem) if export else None,
+                                  tick_interval=0, background=background, on_episode=episodes.append)
+    tp = TracerProvider(span_limits=SpanLimits(max_span_attributes=2))
+    tp.add_span_processor(proc)
+    if not export:  # (the processor's path without a wrapped exporter: no quick path)
+        tp.add_span_processor(SimpleSpanProcessor(mem))
+    t = tp.get_tracer("limits")
+    with t.start_as_current_span("GET /support"):
+        attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "delete_database", "a": 1, "b": 2}
+        t.start_span("tool", attributes=attrs).end()
+        with t.start_as_current_span("invoke_agent support", attributes={"gen_ai.operation.name": "invoke_agent"}):
+            pass
+    tp.shutdown()
+    assert len(episodes) == 1
+    live = {r.test_id: r.verdict.value for r in episodes[0].results}
+    assert live == {"steps": "inconclusive", "no-delete": "inconclusive"}, live
+    assert episodes[0].incomplete == [INCOMPLETE_SOURCE_DROPPED]
+
+    path = tmp_path / "exported.jsonl"
+    write_jsonl(list(mem.get_finished_spans()), str(path))
+    config = load_config(RULES)
+    report = Report(config)
+    replay_many([config], read_spans([str(path)], on_issue=report.issues.append), reports=[report])
+    assert {r.test_id: r.verdict.value for ep in report.episodes for r in ep.results} == live
+    assert report.episodes[0].incomplete == episodes[0].incomplete
+
+
+def test_a_lossy_plain_trace_that_opens_no_episode_leaves_a_bounded_note_live() -> None:
+    """The note a lossy plain span leaves for an episode that may open later is bounded like
+    replay's (the oldest goes): plain traces that never open one do not make memory grow."""
+    proc = AssertionSpanProcessor(load_config(RULES), export=SimpleSpanProcessor(InMemorySpanExporter()),
+                                  tick_interval=0, background=False)
+    tp = TracerProvider(span_limits=SpanLimits(max_span_attributes=1))
+    tp.add_span_processor(proc)
+    t = tp.get_tracer("limits")
+    engine = proc.engine
+    bound = engine.max_open + engine.late_window + 1024
+    for _ in range(bound + 200):
+        with t.start_as_current_span("GET /x"):
+            t.start_span("db", attributes={"a": 1, "b": 2}).end()
+    assert len(engine._notes) <= bound + 1
+    tp.shutdown()

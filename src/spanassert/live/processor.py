@@ -342,8 +342,15 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
                         if queued:
                             return
                     out, items = self._evaluate_end_locked(span)
-            elif remote and (self._remote.traces or self._remote.lost):
-                self._remote.ended(tid, False)  # a trace no episode follows: forget it
+            else:
+                if sdk.dropped(span):
+                    # A plain span of a trace no episode follows (yet) that lost attributes to the
+                    # SDK's span limits: it may have been a GenAI span whose markers were evicted,
+                    # so an episode that opens for its trace later is incomplete, as replay and
+                    # serve say of the whole trace (a bounded note until then).
+                    self._source_dropped(tid)
+                if remote and (self._remote.traces or self._remote.lost):
+                    self._remote.ended(tid, False)  # a trace no episode follows: forget it
         except Exception as exc:  # noqa: BLE001 -- the processor never raises into the application
             self._sink.internal_error("on_end", exc)
             self._judging_failed(span)
@@ -408,6 +415,8 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
         if tid not in self._tracked:
             role = self._role(name, attrs)
             if role == ROLE_OTHER:
+                if sdk.dropped(span):  # as in on_end: an episode that opens later is incomplete
+                    self.engine.source_dropped(self._trace_hex(tid))
                 if remote:
                     self._remote.ended(tid, False)
                 return None

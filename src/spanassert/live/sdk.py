@@ -98,8 +98,9 @@ def fast_callbacks(slow_start: Callable[[Any, Any], None], slow_end: Callable[[A
     - ``on_end``: such a span is handed on to ``exports`` (each one's error passed to ``failed``)
       when its trace is not followed and its id is not in ``links``, or when its id is in
       ``links`` (the link is dropped) and no end of its trace is ``queued`` for the worker
-      (``background``): the export keeps end order. A span in ``links`` of which the SDK dropped
-      attributes (span limits) goes the full way, which marks its episode incomplete.
+      (``background``): the export keeps end order. A span of which the SDK dropped attributes or
+      events (span limits) goes the full way, which marks its episode incomplete (or leaves a note
+      for the one that opens for its trace later).
     - Any other span, and one that cannot be read cheaply (no private fields: another SDK
       version, a wrapper) or whose reading raised, goes to ``slow_start`` / ``slow_end``, the
       processor's full path, which reads it through :func:`head`.
@@ -154,12 +155,15 @@ def fast_callbacks(slow_start: Callable[[Any, Any], None], slow_end: Callable[[A
                 if ((name in names or plain_name(name))
                         and not (k1 in a or k2 in a or k3 in a or k4 in a or k5 in a)):
                     sid = c[1]
-                    if sid in links:
-                        # Of a span whose SDK dropped attributes (a plain span's markers are
-                        # attributes), the full path drops the link and marks its episode incomplete.
-                        if not span._attributes.dropped:
-                            links.pop(sid, None)
-                            done = not (background and queued.get(c[0]))
+                    # Of a span whose SDK dropped attributes or events (span limits: a plain span
+                    # may be a GenAI span whose markers were evicted), the full path drops the link
+                    # and marks its episode incomplete, or leaves a note for the episode that opens
+                    # for its trace later (replay and serve read both counts of the exported span).
+                    if span._attributes.dropped or span._events.dropped:
+                        pass
+                    elif sid in links:
+                        links.pop(sid, None)
+                        done = not (background and queued.get(c[0]))
                     else:
                         done = c[0] not in traces
         except Exception:  # noqa: BLE001 -- the full path reads the span again and counts what it raises

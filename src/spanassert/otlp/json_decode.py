@@ -330,7 +330,9 @@ def _fast_span(s: Dict[str, Any], trace_id: str, resource: Dict[str, Any], scope
     rec.source = source
     da = s.get("droppedAttributesCount")
     de = s.get("droppedEventsCount")
-    rec.dropped = dropped_count(da, de, event_drops) if da or de or event_drops else 0
+    # Absent (nearly every span) is none dropped; any value present is read as the other readers
+    # read it (a hostile false, "", 0.0 or [] as one dropped, never as none).
+    rec.dropped = 0 if da is None and de is None and not event_drops else dropped_count(da, de, event_drops)
     return rec
 
 
