@@ -248,6 +248,10 @@ class MaxDurationAssertion(Assertion):
         if episode.start_ns is not None and episode.end_ns is not None:
             took = (episode.end_ns - episode.start_ns) / 1e9
         seen = f"{format_seconds(took)} of span time; max {self.max_text}"
+        if not (state.over or took > self.max_s) and episode.time_backwards:
+            # A span ended before it started: the clock stepped back while the episode ran (or the
+            # times are hostile), so its span time says less than the time that passed.
+            return Outcome.inconclusive(f"{seen}, but a span ends before it starts (the clock stepped back?)")
         return within_bound(state.over or took > self.max_s, seen, episode)
 
 

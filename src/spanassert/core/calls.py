@@ -493,5 +493,7 @@ class CallsAndSteps(Verdicts):
         """A late agent, model or tool span's times: the episode's span time takes them in and the
         rules on span time judge its end (``_amend`` then decides the episode again)."""
         if ep.plan.time_slots:
+            if end_ns < start_ns:
+                ep.time_backwards = True
             self._time(ep, start_ns, span_id, judge=False)
             self._time(ep, max(start_ns, end_ns), span_id, late=True, out=out)

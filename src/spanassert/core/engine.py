@@ -318,6 +318,8 @@ class Engine(EarlyCheck, EpisodeLifecycle):
         if ep.step_spans is not None:
             ep.step_spans.pop(span_id, None)
         if ep.plan.time_slots:
+            if end_ns < start_ns:
+                ep.time_backwards = True
             self._time(ep, end_ns, span_id)
         closing: Optional[EpisodeResult] = None
         if ep.hold:

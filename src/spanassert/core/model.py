@@ -183,7 +183,7 @@ class ViewMore:
     """The fields of an episode's view that are usually at their default (see :class:`Rare`)."""
 
     __slots__ = ("final_output", "final_output_state", "embeddings", "calls_dropped", "incomplete",
-                 "results_truncated", "late_calls", "unreadable_calls")
+                 "results_truncated", "late_calls", "unreadable_calls", "time_backwards")
 
     def __init__(self) -> None:
         self.final_output: Optional[str] = None
@@ -194,6 +194,7 @@ class ViewMore:
         self.results_truncated = 0
         self.late_calls = 0
         self.unreadable_calls = 0
+        self.time_backwards = False
 
 
 class Rare(Generic[T]):
@@ -270,6 +271,9 @@ class EpisodeView:
     # was met without them, and that more calls could break, is no longer a pass.
     late_calls: Rare[int] = Rare(0)
     unreadable_calls: Rare[int] = Rare(0)
+    # A span of the episode ended before it started (the clock stepped back, or hostile times): its
+    # span time (start_ns .. end_ns) may be shorter than the time that passed.
+    time_backwards: Rare[bool] = Rare(False)
     more_type: ClassVar[Type[ViewMore]] = ViewMore  # what `more` is made as
 
     def __init__(self) -> None:
