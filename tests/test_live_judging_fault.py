@@ -233,3 +233,45 @@ def test_pending_marks_are_bounded_and_past_the_bound_every_episode_opening_is_m
     for tid in (format(1, "032x"), "ab" * 16):
         engine.start_span(tid, "1" * 16, None, "invoke_agent a", {"gen_ai.operation.name": "invoke_agent"}, 1)
         assert INCOMPLETE_OPENING_NOT_JUDGED in (engine.by_trace[tid].incomplete or [])
+
+
+def test_a_pending_mark_is_never_forgotten_silently_among_other_notes() -> None:
+    """Live keeps two kinds of note per trace whose episode has not opened: a pending mark (a span
+    that could not be judged) and what a lossy plain span missed (the SDK's span limits). The
+    notes' own bound forgot the oldest note whatever it was: a pending mark pushed out by other
+    traces' notes left its trace's episode opening unmarked (review9b; before: no mark). And
+    4,096 other notes made the next internal error mark every episode from then on."""
+    from spanassert.core.engine import Engine
+    from spanassert.core.episode import MAX_PENDING_MARKS, OVERFLOW_PENDING_MARKS, Sink
+
+    class Counting(Sink):
+        def __init__(self) -> None:
+            self.overflows: List[str] = []
+
+        def overflow(self, kind: str) -> None:
+            self.overflows.append(kind)
+
+    sink = Counting()
+    engine = Engine(load_config(RULES), sink=sink)
+    lost = format(1, "032x")
+    engine.judging_failed(lost)
+    bound = engine.max_open + engine.late_window + 1024
+    for i in range(bound + 1):
+        engine.source_dropped(format(i + 2, "032x"))
+    assert len(engine._notes) <= bound
+    assert sink.overflows == [OVERFLOW_PENDING_MARKS]  # the mark went: counted
+    engine.start_span(lost, "1" * 16, None, "invoke_agent a", {"gen_ai.operation.name": "invoke_agent"}, 1)
+    assert INCOMPLETE_OPENING_NOT_JUDGED in (engine.by_trace[lost].incomplete or [])
+
+    # Other notes alone do not make one internal error mark every episode.
+    sink = Counting()
+    engine = Engine(load_config(RULES), sink=sink)
+    for i in range(MAX_PENDING_MARKS):
+        engine.source_dropped(format(i + 2, "032x"))
+    engine.judging_failed(lost)
+    assert not sink.overflows
+    other = "ab" * 16
+    engine.start_span(other, "1" * 16, None, "invoke_agent a", {"gen_ai.operation.name": "invoke_agent"}, 1)
+    assert INCOMPLETE_OPENING_NOT_JUDGED not in (engine.by_trace[other].incomplete or [])
+    engine.start_span(lost, "2" * 16, None, "invoke_agent a", {"gen_ai.operation.name": "invoke_agent"}, 1)
+    assert INCOMPLETE_OPENING_NOT_JUDGED in (engine.by_trace[lost].incomplete or [])

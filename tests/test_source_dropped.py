@@ -366,3 +366,42 @@ def test_a_lossy_plain_trace_that_opens_no_episode_leaves_a_bounded_note_live() 
             t.start_span("db", attributes={"a": 1, "b": 2}).end()
     assert len(engine._notes) <= bound + 1
     tp.shutdown()
+
+
+@pytest.mark.parametrize("background", [False, True])
+@pytest.mark.parametrize("followed", [True, False], ids=["in-episode", "before-episode"])
+def test_a_plain_span_that_lost_events_marks_its_episode_live_as_replay_does(
+        tmp_path: Path, background: bool, followed: bool) -> None:
+    """A plain span (an HTTP call) that lost events to OTEL_SPAN_EVENT_COUNT_LIMIT: replay and serve
+    read droppedEventsCount and mark the episode; the live quick path read the attribute count
+    alone (sdk.plain_dropped), so live passed where replay of the same spans said inconclusive
+    (review9b). In the episode (a plain child) and before it opened (under a plain root)."""
+    episodes: List[Any] = []
+    mem = InMemorySpanExporter()
+    proc = AssertionSpanProcessor(load_config(RULES), export=SimpleSpanProcessor(mem), tick_interval=0,
+                                  background=background, on_episode=episodes.append)
+    tp = TracerProvider(span_limits=SpanLimits(max_events=1))
+    tp.add_span_processor(proc)
+    t = tp.get_tracer("limits")
+    with t.start_as_current_span("GET /support"):
+        if not followed:
+            with t.start_as_current_span("http call") as s:
+                s.add_event("e1")
+                s.add_event("e2")
+        with t.start_as_current_span("invoke_agent support", attributes={"gen_ai.operation.name": "invoke_agent"}):
+            if followed:
+                with t.start_as_current_span("http call") as s:
+                    s.add_event("e1")
+                    s.add_event("e2")
+    tp.shutdown()
+    assert len(episodes) == 1
+    live = {r.test_id: r.verdict.value for r in episodes[0].results}
+    assert episodes[0].incomplete == [INCOMPLETE_SOURCE_DROPPED], live
+
+    path = tmp_path / "exported.jsonl"
+    write_jsonl(list(mem.get_finished_spans()), str(path))
+    config = load_config(RULES)
+    report = Report(config)
+    replay_many([config], read_spans([str(path)], on_issue=report.issues.append), reports=[report])
+    assert {r.test_id: r.verdict.value for ep in report.episodes for r in ep.results} == live
+    assert report.episodes[0].incomplete == episodes[0].incomplete

@@ -108,11 +108,19 @@ class EpisodeLifecycle(Verdicts):
                 note[0].append(INCOMPLETE_OPENING_NOT_JUDGED)
             return
         if len(notes) >= MAX_PENDING_MARKS:
-            del notes[next(iter(notes))]
-            if not self._marks_lost:
-                self._marks_lost = True
-            self.sink.overflow(OVERFLOW_PENDING_MARKS)
+            self._forget_oldest_note()
         notes[trace_id] = ([INCOMPLETE_OPENING_NOT_JUDGED], True)
+
+    def _forget_oldest_note(self) -> None:
+        """Make room among the notes: the oldest goes. When it was a pending mark (a span that could
+        not be judged before its trace's episode opened), that is counted and every episode that
+        opens from then on is marked instead; a note of what an assembled trace (or a lossy plain
+        span) missed is forgotten, as the notes' bound says (its trace was fed long before)."""
+        notes = self._notes
+        oldest = notes.pop(next(iter(notes)))
+        if INCOMPLETE_OPENING_NOT_JUDGED in oldest[0]:
+            self._marks_lost = True
+            self.sink.overflow(OVERFLOW_PENDING_MARKS)
 
     def source_dropped(self, trace_id: str, reason: str = INCOMPLETE_SOURCE_DROPPED) -> None:
         """Live: a span of ``trace_id`` says its SDK dropped some of its attributes or events (span
@@ -180,7 +188,7 @@ class EpisodeLifecycle(Verdicts):
             note = (earlier[0] + [r for r in note[0] if r not in earlier[0]], note[1])
         notes[trace_id] = note
         if len(notes) > self.max_open + self.late_window + 1024:
-            del notes[next(iter(notes))]
+            self._forget_oldest_note()
 
     def end_trace(self, trace_id: str) -> Optional[EpisodeResult]:
         """After the last span of an assembled trace: close its episode if no span could

@@ -150,7 +150,8 @@ def fast_callbacks(slow_start: Callable[[Any, Any], None], slow_end: Callable[[A
             c = span._context
             p = span._parent
             if type(c) is sc and (p is None or (type(p) is sc and not p[2])):
-                a = span._attributes._dict
+                at = span._attributes
+                a = at._dict
                 name = span._name
                 if ((name in names or plain_name(name))
                         and not (k1 in a or k2 in a or k3 in a or k4 in a or k5 in a)):
@@ -159,7 +160,7 @@ def fast_callbacks(slow_start: Callable[[Any, Any], None], slow_end: Callable[[A
                     # may be a GenAI span whose markers were evicted), the full path drops the link
                     # and marks its episode incomplete, or leaves a note for the episode that opens
                     # for its trace later (replay and serve read both counts of the exported span).
-                    if span._attributes.dropped or span._events.dropped:
+                    if at.dropped or span._events.dropped:
                         pass
                     elif sid in links:
                         links.pop(sid, None)
