@@ -19,7 +19,7 @@ import os
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from .core.assembly import live_order
-from .core.model import MISSING, STATUS_ERROR, STATUS_OK, STATUS_UNSET, SpanEvent, SpanRecord, ToolCall
+from .core.model import MISSING, SpanEvent, SpanRecord, ToolCall, call_status
 from .core.spans import dropped_count
 from .mapping import ROLE_AGENT, ROLE_STEP, ROLE_TOOL, Mapper
 from .trace_check import (
@@ -119,9 +119,7 @@ class Trace:
             c = ToolCall(name, span_id=r.span_id, trace_id=r.trace_id, parent_span_id=r.parent_span_id,
                          start_ns=r.start_ns, index=len(calls), agent=agent, call_id=m.call_id(r.attributes))
             err = m.error_type(r.attributes, r.status_code, r.events)
-            status = STATUS_ERROR if (r.status_code == 2 or err) else (
-                STATUS_OK if r.status_code == 1 else STATUS_UNSET)
-            c.finish(end_ns=r.end_ns, status=status, error_type=err,
+            c.finish(end_ns=r.end_ns, status=call_status(r.status_code, err), error_type=err,
                      arguments_raw=m.arguments_raw(r.attributes, r.events),
                      result_raw=m.result_raw(r.attributes, r.events))
             calls.append(c)

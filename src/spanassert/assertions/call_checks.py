@@ -14,7 +14,7 @@ import math
 from typing import Any, Dict, Optional, Protocol
 
 from ..core.durations import DURATION_PATTERN, format_seconds, parse_duration
-from ..core.model import CONTENT_OK, STATUS_ERROR, EpisodeView, Failure, Outcome, Rare, ToolCall
+from ..core.model import CONTENT_OK, STATUS_ERROR, STATUS_UNKNOWN, EpisodeView, Failure, Outcome, Rare, ToolCall
 from .base import (  # call_ref is re-exported
     EVIDENCE_ARGUMENTS,
     NEED_ARGUMENTS,
@@ -37,6 +37,16 @@ from .selectors import CallSelector, tool_fields, tool_selector
 def call_errored(call: ToolCall) -> bool:
     """A call ended in error when its span status is ERROR or an ``error.type`` was recorded."""
     return call.status == STATUS_ERROR or bool(call.error_type)
+
+
+# Why a call's status cannot be read (see core.toolcall.call_status): a rule that reads it is
+# inconclusive for that call, never "no error".
+UNKNOWN_STATUS = "its span status code is none of OTLP's UNSET (0), OK (1), ERROR (2)"
+
+
+def status_unknown(call: ToolCall) -> bool:
+    """The call's status is unreadable: a status code OTLP does not define, and no error type."""
+    return call.status == STATUS_UNKNOWN
 
 
 def calls_of(tool: Optional[str]) -> str:
@@ -229,6 +239,9 @@ class ToolStatusAssertion(EveryCallAssertion):
 
     def on_call_end(self, state: EveryCallState, call: ToolCall) -> Optional[Failure]:
         state.open = max(0, state.open - 1)  # an end whose start was not seen must not go negative
+        if status_unknown(call):
+            state.undecide(call, UNKNOWN_STATUS)
+            return None
         state.checked += 1
         if not call_errored(call):
             return None
@@ -380,6 +393,8 @@ __all__ = [
     "schema_failure",
     "call_ref",
     "call_errored",
+    "status_unknown",
+    "UNKNOWN_STATUS",
     "DURATION_SCHEMA",
     "unfinished",
     "settled",

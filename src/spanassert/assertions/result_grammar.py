@@ -28,7 +28,7 @@ from typing import Any, Callable, List, Optional, Pattern, Sequence, Tuple
 from ..core.model import CONTENT_MISSING, CONTENT_UNPARSABLE, ToolCall
 from ..otlp.json_decode import json_kind
 from .base import BuildContext
-from .call_checks import call_errored
+from .call_checks import UNKNOWN_STATUS, call_errored, status_unknown
 from .selectors import MAX_MATCH_CHARS
 
 HELD = "held"
@@ -168,6 +168,8 @@ class StatusCheck(ResultCheck):
 
     def check(self, call: ToolCall, view: ResultView, show: Show) -> Check:
         if isinstance(self.want, str):
+            if status_unknown(call):
+                return UNDECIDED, UNKNOWN_STATUS
             got = "error" if call_errored(call) else "ok"
             same = got == self.want
             return (HELD if same == (self.op == "==") else FAILED), f"got {got}"

@@ -71,21 +71,21 @@ class ToolResultAssertion(EveryCallAssertion):
         state.open = max(0, state.open - 1)  # an end whose start was not seen must not go negative
         view = ResultView.of(call)
         failed: List[str] = []
-        undecided = False
+        undecided: Optional[str] = None  # the first line that could not be judged, and why
         for check in self.checks:
             verdict, observed = check.check(call, view, self._show)
             if verdict == FAILED:
                 failed.append(f"`{check.line.strip()}` ({observed})" if observed else f"`{check.line.strip()}`")
-            elif verdict == UNDECIDED:
-                undecided = True
+            elif verdict == UNDECIDED and undecided is None:
+                undecided = f"`{check.line.strip()}`: {observed}"
         if failed:
             return state.fail(
                 call,
                 f"`{call.name}` result at {call_ref(call)} failed {len(failed)} of {len(self.checks)} "
                 "assertion(s): " + "; ".join(failed),
             )
-        if undecided:
-            state.undecide(call, "a line reads data its result did not record")
+        if undecided is not None:
+            state.undecide(call, undecided)
         else:
             state.checked += 1
         return None

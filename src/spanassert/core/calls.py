@@ -28,11 +28,9 @@ from .episode import (
 from .model import (
     CONTENT_OK,
     CONTENT_UNPARSABLE,
-    STATUS_ERROR,
-    STATUS_OK,
-    STATUS_UNSET,
     Failure,
     ToolCall,
+    call_status,
     decode_content,
 )
 from .plan import Plans, Slot, ToolPlan
@@ -328,8 +326,7 @@ class CallsAndSteps(Verdicts):
         if cut:
             result_raw = result_raw[:limit]
             self.truncated_results += 1
-        status = STATUS_ERROR if (status_code == 2 or error_type) else (STATUS_OK if status_code == 1 else STATUS_UNSET)
-        call.finish(end_ns, status, error_type, args_raw, result_raw)
+        call.finish(end_ns, call_status(status_code, error_type), error_type, args_raw, result_raw)
         call.result_truncated = cut
         if self.prechecked and call.tool_plan is not None:  # an episode's call (not the early check's own)
             _reuse_precheck(self.prechecked, call)

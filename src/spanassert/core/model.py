@@ -23,15 +23,18 @@ from .toolcall import (
     MISSING,
     STATUS_ERROR,
     STATUS_OK,
+    STATUS_UNKNOWN,
     STATUS_UNSET,
     ToolCall,
     bind_arguments,
+    call_status,
     decode_content,
 )
 
 __all__ = [
     "MISSING", "CONTENT_OK", "CONTENT_MISSING", "CONTENT_UNPARSABLE", "STATUS_UNSET", "STATUS_OK",
-    "STATUS_ERROR", "decode_content", "bind_arguments", "ToolCall", "Verdict", "VERDICT_RANK", "worst",
+    "STATUS_ERROR", "STATUS_UNKNOWN", "call_status", "decode_content", "bind_arguments", "ToolCall", "Verdict",
+    "VERDICT_RANK", "worst",
     "Severity", "CloseReason", "Failure", "Outcome", "EpisodeView", "ModelStep", "Diagnostic",
     "ConfigError", "SpanEvent", "NO_EVENTS", "SpanRecord",
 ]

@@ -43,6 +43,18 @@ CONTENT_UNPARSABLE = "unparsable"  # recorded, looked like JSON, did not parse (
 STATUS_UNSET = "unset"
 STATUS_OK = "ok"
 STATUS_ERROR = "error"
+STATUS_UNKNOWN = "unknown"  # a status code OTLP does not define (not 0, 1, 2): unreadable, never "unset"
+
+
+def call_status(status_code: int, error_type: Optional[str]) -> str:
+    """A call's status from its span's OTLP status code (0 UNSET, 1 OK, 2 ERROR) and the error type
+    recorded on it (which makes it an error whatever the code). Any other code (3, -1: a hostile or
+    broken producer) is :data:`STATUS_UNKNOWN`, which the rules that read a status cannot judge."""
+    if status_code == 2 or error_type:
+        return STATUS_ERROR
+    if status_code == 1:
+        return STATUS_OK
+    return STATUS_UNSET if status_code == 0 else STATUS_UNKNOWN
 
 
 # Recorded JSON is parsed by msgspec once it pays: it parses small documents five to ten times
