@@ -151,14 +151,15 @@ def evidence_gaps(records: List[SpanRecord]) -> Tuple[bool, List[str], Set[str]]
 
 
 def feed_trace(engine: Engine, records: List[SpanRecord],
-               on_outcome: Optional[Callable[[SpanRecord, SpanOutcome], None]] = None) -> None:
+               on_outcome: Optional[Callable[[SpanRecord, SpanOutcome], None]] = None) -> List[str]:
     """Feed one trace's spans to ``engine`` in live order (ticking idle timeouts on span time).
 
     Every call of the trace is judged in one episode: only the trace's root (a span with no
     parent) ends it, and when the root is not among ``records`` the episode is incomplete ("root not
-    seen") and ends after the last span (see :func:`evidence_gaps`)."""
+    seen") and ends after the last span (see :func:`evidence_gaps`). Returns why the trace's
+    evidence is incomplete (:func:`evidence_gaps`), empty when nothing is missing."""
     if not records:
-        return
+        return []
     order, _ = _live_sequence(records, with_roots=False)  # feed_trace takes a root as a span with no parent
     n = len(records)
     root_seen, gaps, outside = evidence_gaps(records)
@@ -194,6 +195,7 @@ def feed_trace(engine: Engine, records: List[SpanRecord],
                 on_outcome(r, out)
     if not root_seen:
         engine.end_trace(trace_id)
+    return gaps
 
 
 class _Pending:

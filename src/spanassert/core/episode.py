@@ -21,6 +21,9 @@ OVERFLOW_EPISODE_EVICTED = "episode_evicted"
 OVERFLOW_CALL_DROPPED = "in_flight_call_dropped"
 OVERFLOW_TRACE_SPANS = "trace_over_span_cap"  # a trace with spans dropped by the per-trace cap
 OVERFLOW_RESULT_TRUNCATED = "result_truncated"  # a tool result cut to max_argument_bytes
+# Replay: a trace whose spans say the SDK dropped attributes or events (span limits) and in which no
+# span is recognised: its GenAI markers may be what was dropped, so an episode may be missing.
+OVERFLOW_DROPPED_NO_EPISODE = "trace_dropped_no_episode"
 
 # Why an episode's evidence is incomplete (EpisodeResult.incomplete, reports).
 INCOMPLETE_ROOT_NOT_SEEN = "root not seen"

@@ -7,6 +7,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from ..config.model import Config
 from .engine import Sink
+from .episode import OVERFLOW_DROPPED_NO_EPISODE
 from .model import Verdict
 from .records import record
 from .results import AssertionResult, EpisodeResult, Violation
@@ -206,13 +207,19 @@ class Report:
         return 0
 
     def mark_input_gaps(self) -> None:
-        """Some input could not be read (a truncated file, a bad line, a last line cut short):
-        which traces it held is unknown, so no episode passes a rule the unread spans could have
+        """Some input could not be read (a truncated file, a bad line, a last line cut short), or a
+        trace whose spans lost attributes at the source opened no episode (its markers may be what
+        was lost: an agent run no rule saw): no episode passes a rule the unseen spans could have
         broken: every `passed` becomes `inconclusive` and every episode is marked incomplete."""
         n = sum(1 for i in self.issues if _lost_spans(i))
-        if not n:
+        unseen = self.overflows.get(OVERFLOW_DROPPED_NO_EPISODE, 0)
+        if not n and not unseen:
             return
-        why = f"{n} part(s) of the input could not be read"
+        whys = [f"{n} part(s) of the input could not be read"] if n else []
+        if unseen:
+            whys.append(f"{unseen} trace(s) whose spans lost attributes or events at the source (span limits) "
+                        "opened no episode (their GenAI markers may be what was lost)")
+        why = "; ".join(whys)
         for ep in self.episodes:
             if why not in ep.incomplete:
                 ep.incomplete.append(why)

@@ -13,9 +13,12 @@ from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple, Uni
 from ..config.model import Config
 from ..core.assembly import TraceBuffer, feed_trace, release_order
 from ..core.engine import Engine, SpanOutcome
+from ..core.episode import OVERFLOW_DROPPED_NO_EPISODE
 from ..core.model import CloseReason, SpanRecord
 from ..core.report import InputPrompts, Report, ReportSink
 from ..core.results import EpisodeResult
+from ..core.spans import INCOMPLETE_SOURCE_DROPPED
+from ..mapping import ROLE_OTHER
 
 # Spans read after a trace's last span before it is judged complete. Exporters write a trace's
 # spans in end order, usually in one or a few batches, so a small window suffices; spans arriving
@@ -71,15 +74,32 @@ class _Run:
             self._note_prompts(trace)
         sources = self.report.sources
         if sources is None:
-            feed_trace(self.engine, trace)
-            return
+            gaps = feed_trace(self.engine, trace)
+        else:
+            def remember(record: SpanRecord, outcome: SpanOutcome) -> None:
+                # Reports point at the input line of the offending span (SARIF physicalLocation).
+                if outcome.violations and record.source:
+                    sources[(record.trace_id, record.span_id)] = record.source
 
-        def remember(record: SpanRecord, outcome: SpanOutcome) -> None:
-            # Reports point at the input line of the offending span (SARIF physicalLocation).
-            if outcome.violations and record.source:
-                sources[(record.trace_id, record.span_id)] = record.source
+            gaps = feed_trace(self.engine, trace, remember)
+        if gaps and INCOMPLETE_SOURCE_DROPPED in gaps:
+            self._dropped_markers(trace)
 
-        feed_trace(self.engine, trace, remember)
+    def _dropped_markers(self, trace: List[SpanRecord]) -> None:
+        """A trace whose spans say the SDK dropped some of their attributes or events: when no span
+        of it is recognised and no episode of it is known, the markers that would have opened one
+        may be what was dropped (an agent run the rules never saw). Counted; the report then makes
+        every `passed` `inconclusive` (:meth:`Report.mark_input_gaps`), as for unreadable input."""
+        engine = self.engine
+        tid = trace[0].trace_id
+        if tid in engine.by_trace or tid in engine.recent:
+            return  # its episode is marked incomplete (feed_trace, begin_trace)
+        role = engine.mapper.role
+        for r in trace:
+            if role(r.name, r.attributes) != ROLE_OTHER:
+                return  # it opened (or joined) an episode, which carries the mark
+        overflows = self.report.overflows
+        overflows[OVERFLOW_DROPPED_NO_EPISODE] = overflows.get(OVERFLOW_DROPPED_NO_EPISODE, 0) + 1
 
     def _note_prompts(self, trace: List[SpanRecord]) -> None:
         """Which tests' ``input.prompt`` this trace's user messages name (no verdict reads this)."""
