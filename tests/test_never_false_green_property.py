@@ -43,6 +43,12 @@ def test_no_attribute_limit_of_the_sdk_passes_a_failing_episode(episodes, cut):
 # episode closed) could not be judged, and the closed episode's no-delete stayed `passed`.
 @example([[{"tool": "delete_database", "amount": 5, "nested": False, "step": False}]],
          {"nth": 1, "where": "end", "background": False, "plain_root": False, "late_from": 0})
+# Found by this property in session 5 (review9c), on main: the start of the sub-agent span that
+# opened the episode under a plain root was lost; the episode did not close at its end and took in
+# the later search call: must-search `passed` (the whole evidence fails it).
+@example([[{"tool": "refund", "amount": 5, "nested": True, "step": False},
+           {"tool": "search", "amount": 5, "nested": False, "step": False}]],
+         {"nth": 0, "where": "start", "background": False, "plain_root": True, "late_from": None})
 def test_no_internal_error_while_judging_a_span_passes_a_failing_episode(episodes, cut):
     check_live_fault(episodes, cut)
 

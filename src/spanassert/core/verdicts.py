@@ -228,11 +228,16 @@ class Verdicts:
         if view.close_reason is _INTERNAL_ERROR:
             return Verdict.INCONCLUSIVE, "judging this episode raised an internal error; the rest of it was not judged"
         a = slot.assertion
-        if view.incomplete and (not a.pass_survives_unseen_calls or OUT_OF_ORDER in view.incomplete):
+        incomplete = view.incomplete
+        if incomplete and (not a.pass_survives_unseen_calls or OUT_OF_ORDER in incomplete
+                           or INCOMPLETE_OPENING_NOT_JUDGED in incomplete):
             # A safety rule never broke in what was seen, or a liveness rule that calls not seen
-            # could still break was met: the part not seen could break it.
+            # could still break was met: the part not seen could break it. Nor is a liveness pass
+            # sure when which calls belong to the episode is unknown: calls arrived out of order,
+            # or the span that opened it was lost (live: a sub-agent span under a plain root, whose
+            # end would have closed the episode before a call that met the rule).
             return Verdict.INCONCLUSIVE, "no violation seen, but the evidence is incomplete (" + \
-                "; ".join(view.incomplete) + ")"
+                "; ".join(incomplete) + ")"
         if view.late_calls and a.decides_on_close and not a.pass_survives_unseen_calls:
             return Verdict.INCONCLUSIVE, (
                 f"{view.late_calls} call(s) arrived after the episode closed; this rule was decided without them"
