@@ -12,6 +12,7 @@ only the public API, and checks that no other module under ``live/`` reads a pri
 """
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any, Callable, Container, Dict, Mapping, Optional, Sequence, Set, Tuple
 
 from opentelemetry.trace import SpanContext, StatusCode
@@ -29,11 +30,25 @@ def context(span: Any) -> SpanContext:
         return span.get_span_context()  # type: ignore[no-any-return]  # span is Any: an SDK span or a look-alike
 
 
-def name(span: Any) -> str:
-    try:
-        return span._name  # type: ignore[no-any-return]  # the private field, untyped
-    except AttributeError:
-        return span.name  # type: ignore[no-any-return]  # span is Any: an SDK span or a look-alike
+
+def _field(private: str, public: str) -> Callable[[Any], Any]:
+    """A reader of one span field: the SDK's private slot, else the public property of the same
+    value (a wrapper or another SDK's span). ``attrgetter`` keeps the read in C: about 50 ns more
+    per call than the field written out, on paths that cost tens of microseconds."""
+    get_private, get_public = attrgetter(private), attrgetter(public)
+
+    def read(span: Any) -> Any:
+        try:
+            return get_private(span)
+        except AttributeError:
+            return get_public(span)
+    return read
+
+
+name: Callable[[Any], str] = _field("_name", "name")
+parent: Callable[[Any], Optional[SpanContext]] = _field("_parent", "parent")
+start_time: Callable[[Any], Optional[int]] = _field("_start_time", "start_time")
+end_time: Callable[[Any], Optional[int]] = _field("_end_time", "end_time")
 
 
 def attributes(span: Any) -> Mapping[str, Any]:
@@ -52,12 +67,6 @@ def attributes(span: Any) -> Mapping[str, Any]:
         return a  # type: ignore[no-any-return]  # a is Any: a mapping of another kind
     return d if type(d) is dict else a
 
-
-def parent(span: Any) -> Optional[SpanContext]:
-    try:
-        return span._parent  # type: ignore[no-any-return]  # the private field, untyped
-    except AttributeError:
-        return span.parent  # type: ignore[no-any-return]  # span is Any: an SDK span or a look-alike
 
 
 def head(span: Any) -> Tuple[int, int, Mapping[str, Any], str, Optional[int], bool]:
@@ -193,12 +202,6 @@ def timing(span: Any) -> Tuple[Optional[int], Optional[int], int, Sequence[Any]]
         return start_time(span), end_time(span), status_code(span), events(span)
 
 
-def start_time(span: Any) -> Optional[int]:
-    try:
-        return span._start_time  # type: ignore[no-any-return]  # the private field, untyped
-    except AttributeError:
-        return span.start_time  # type: ignore[no-any-return]  # span is Any: an SDK span or a look-alike
-
 
 def dropped(span: Any) -> int:
     """How many attributes and events the SDK dropped from the span and its events' attributes (its
@@ -236,12 +239,6 @@ def values_at_limit(span: Any, limit: int) -> bool:
                 return True
     return False
 
-
-def end_time(span: Any) -> Optional[int]:
-    try:
-        return span._end_time  # type: ignore[no-any-return]  # the private field, untyped
-    except AttributeError:
-        return span.end_time  # type: ignore[no-any-return]  # span is Any: an SDK span or a look-alike
 
 
 def status_code(span: Any) -> int:
