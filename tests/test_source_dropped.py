@@ -370,8 +370,9 @@ def test_a_lossy_plain_trace_that_opens_no_episode_leaves_a_bounded_note_live() 
 
 @pytest.mark.parametrize("background", [False, True])
 @pytest.mark.parametrize("followed", [True, False], ids=["in-episode", "before-episode"])
+@pytest.mark.parametrize("limits", [{"max_events": 1}, {"max_event_attributes": 1}], ids=["events", "event-attributes"])
 def test_a_plain_span_that_lost_events_marks_its_episode_live_as_replay_does(
-        tmp_path: Path, background: bool, followed: bool) -> None:
+        tmp_path: Path, background: bool, followed: bool, limits: Dict[str, int]) -> None:
     """A plain span (an HTTP call) that lost events to OTEL_SPAN_EVENT_COUNT_LIMIT: replay and serve
     read droppedEventsCount and mark the episode; the live quick path read the attribute count
     alone (sdk.plain_dropped), so live passed where replay of the same spans said inconclusive
@@ -380,18 +381,18 @@ def test_a_plain_span_that_lost_events_marks_its_episode_live_as_replay_does(
     mem = InMemorySpanExporter()
     proc = AssertionSpanProcessor(load_config(RULES), export=SimpleSpanProcessor(mem), tick_interval=0,
                                   background=background, on_episode=episodes.append)
-    tp = TracerProvider(span_limits=SpanLimits(max_events=1))
+    tp = TracerProvider(span_limits=SpanLimits(**limits))
     tp.add_span_processor(proc)
     t = tp.get_tracer("limits")
     with t.start_as_current_span("GET /support"):
         if not followed:
             with t.start_as_current_span("http call") as s:
-                s.add_event("e1")
+                s.add_event("e1", {"a": 1, "b": 2})
                 s.add_event("e2")
         with t.start_as_current_span("invoke_agent support", attributes={"gen_ai.operation.name": "invoke_agent"}):
             if followed:
                 with t.start_as_current_span("http call") as s:
-                    s.add_event("e1")
+                    s.add_event("e1", {"a": 1, "b": 2})
                     s.add_event("e2")
     tp.shutdown()
     assert len(episodes) == 1

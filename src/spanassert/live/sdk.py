@@ -165,11 +165,13 @@ def fast_callbacks(slow_start: Callable[[Any, Any], None], slow_end: Callable[[A
                 if ((name in names or plain_name(name))
                         and not (k1 in a or k2 in a or k3 in a or k4 in a or k5 in a)):
                     sid = c[1]
-                    # Of a span whose SDK dropped attributes or events (span limits: a plain span
+                    # Of a span whose SDK dropped attributes, events or an event's attributes (span
+                    # limits, as :func:`dropped` counts them: a plain span
                     # may be a GenAI span whose markers were evicted), the full path drops the link
                     # and marks its episode incomplete, or leaves a note for the episode that opens
                     # for its trace later (replay and serve read both counts of the exported span).
-                    if at.dropped or span._events.dropped:
+                    ev = span._events
+                    if at.dropped or ev.dropped or (ev._dq and any(e.dropped_attributes for e in ev._dq)):
                         pass
                     elif sid in links:
                         links.pop(sid, None)
