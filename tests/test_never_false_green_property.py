@@ -49,6 +49,23 @@ def test_no_attribute_limit_of_the_sdk_passes_a_failing_episode(episodes, cut):
 @example([[{"tool": "refund", "amount": 5, "nested": True, "step": False},
            {"tool": "search", "amount": 5, "nested": False, "step": False}]],
          {"nth": 0, "where": "start", "background": False, "plain_root": True, "late_from": None})
+# Found by the full-size property at session 5's end (lead), on main: the END of a GenAI span of
+# the second trace (nth 6, under a plain root) could not be judged; the episode the lost span would
+# have closed took in the later calls, and search-then-refund `passed` (the whole evidence fails it).
+@example([[{"tool": "search", "amount": 5, "nested": False, "step": True},
+           {"tool": "search", "amount": 5, "nested": True, "step": True}],
+          [{"tool": "search", "amount": 5, "nested": True, "step": False},
+           {"tool": "search", "amount": 5, "nested": False, "step": False},
+           {"tool": "search", "amount": 5, "nested": False, "step": False},
+           {"tool": "search", "amount": 5, "nested": False, "step": False},
+           {"tool": "search", "amount": 5, "nested": False, "step": False},
+           {"tool": "refund", "amount": 5, "nested": False, "step": False}]],
+         {"nth": 6, "where": "end", "background": False, "plain_root": True, "late_from": 0})
+# The same, found by the same run's first try: the end of the sub-agent span around the refund was
+# lost; its episode took in the later searches and must-search `passed`.
+@example([[{"tool": "refund", "amount": 5, "nested": True, "step": False}]
+          + [{"tool": "search", "amount": 5, "nested": False, "step": False}] * 5],
+         {"nth": 1, "where": "end", "background": False, "plain_root": True, "late_from": None})
 def test_no_internal_error_while_judging_a_span_passes_a_failing_episode(episodes, cut):
     check_live_fault(episodes, cut)
 

@@ -10,7 +10,15 @@ from collections import OrderedDict
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..assertions.base import NEED_RESULT
-from .episode import INCOMPLETE_OPENING_NOT_JUDGED, INCOMPLETE_ROOT_NOT_SEEN, NO_STATE, OUT_OF_ORDER, Episode, Sink
+from .episode import (
+    INCOMPLETE_JUDGING_FAILED,
+    INCOMPLETE_OPENING_NOT_JUDGED,
+    INCOMPLETE_ROOT_NOT_SEEN,
+    NO_STATE,
+    OUT_OF_ORDER,
+    Episode,
+    Sink,
+)
 from .model import CloseReason, EpisodeView, Failure, Outcome, ToolCall, Verdict
 from .plan import Plan, Slot
 from .results import AssertionResult, EpisodeResult, Violation, assertion_result, episode_result
@@ -230,12 +238,13 @@ class Verdicts:
         a = slot.assertion
         incomplete = view.incomplete
         if incomplete and (not a.pass_survives_unseen_calls or OUT_OF_ORDER in incomplete
-                           or INCOMPLETE_OPENING_NOT_JUDGED in incomplete):
+                           or INCOMPLETE_OPENING_NOT_JUDGED in incomplete or INCOMPLETE_JUDGING_FAILED in incomplete):
             # A safety rule never broke in what was seen, or a liveness rule that calls not seen
             # could still break was met: the part not seen could break it. Nor is a liveness pass
             # sure when which calls belong to the episode is unknown: calls arrived out of order,
-            # or the span that opened it was lost (live: a sub-agent span under a plain root, whose
-            # end would have closed the episode before a call that met the rule).
+            # or a span of it could not be judged (internal error): the span that opened it, or
+            # one whose end would have closed it (live: a sub-agent span under a plain root)
+            # before a call that met the rule.
             return Verdict.INCONCLUSIVE, "no violation seen, but the evidence is incomplete (" + \
                 "; ".join(incomplete) + ")"
         if view.late_calls and a.decides_on_close and not a.pass_survives_unseen_calls:
