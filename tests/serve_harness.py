@@ -8,7 +8,8 @@ for and then runs the ordinary CLI.
   intake queue (to fill it deterministically).
 - ``SPANASSERT_TEST_NOFILE=N``: the process may open at most N file descriptors.
 - ``SPANASSERT_TEST_FAULT_TYPE=1``: registers the assertion type ``test_raises`` (field ``tool``):
-  judging a call of that tool raises ``RuntimeError`` inside the engine (an injected fault).
+  judging a call of that tool raises ``RuntimeError`` inside the engine (an injected fault); with
+  ``fault: close``, deciding the rule at its episode's close raises instead (a raising ``on_close``).
 """
 from __future__ import annotations
 
@@ -42,10 +43,11 @@ def install_fault_type() -> None:
     class RaisingAssertion(Assertion):
         type_name = "test_raises"
         doc = ("Test only: when a call of `tool` starts, raises RuntimeError (`fault: error`), raises "
-               "SystemExit (`fault: exit`, which ends the engine thread), or sleeps `seconds` (`fault: stall`).")
+               "SystemExit (`fault: exit`, which ends the engine thread), or sleeps `seconds` (`fault: stall`); "
+               "`fault: close` raises RuntimeError when the rule is decided at its episode's close.")
         fields = {
             "tool": Field({"type": "string"}, required=True, doc="The tool whose calls raise."),
-            "fault": Field({"enum": ["error", "exit", "stall"]}, default="error", doc="What happens."),
+            "fault": Field({"enum": ["error", "exit", "stall", "close"]}, default="error", doc="What happens."),
             "seconds": Field({"type": "number"}, default=0, doc="How long a stall lasts."),
         }
 
@@ -57,12 +59,19 @@ def install_fault_type() -> None:
             self.tools = frozenset((self.tool,))
 
         def on_call_start(self, state: Any, call: Any) -> Optional[Any]:
+            if self.fault == "close":
+                return None
             if self.fault == "stall":
                 time.sleep(self.seconds)
                 return None
             if self.fault == "exit":
                 raise SystemExit(f"injected exit judging {call.name}")
             raise RuntimeError(f"injected fault judging {call.name}")
+
+        def on_close(self, state: Any, episode: Any) -> Any:
+            if self.fault == "close":
+                raise RuntimeError("injected fault deciding the rule at close")
+            return super().on_close(state, episode)
 
 
 def main() -> int:

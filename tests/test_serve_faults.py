@@ -180,3 +180,25 @@ def test_a_backlog_in_the_engine_does_not_split_a_trace_whose_spans_arrived_toge
     assert {r["test"]: r["verdict"] for r in first["results"]}["must-search"] == "passed", first
     assert first["close_reason"] == "root_ended" and not first.get("amended"), first
     assert [line for line in s.violation_lines() if f"trace {1:032x}" in line] == []
+
+
+def test_a_rule_whose_decision_at_close_raises_is_counted_in_every_report(tmp_path: Path) -> None:
+    """A rule whose ``on_close`` raises ends inconclusive (the others are decided); the error is
+    counted alike in the metric, /health, the stop summary and --report-json's ``internal_errors``
+    (the report once counted only the receiver's own catches: it said 0 here)."""
+    s = Serve(tmp_path, "--settle", "0.1", rules=_rules("close"), env=FAULT_ENV)
+    try:
+        for n in range(4):
+            assert _send(s, n, ["search", "explode"]) == 200
+        s.wait_for(lambda: s.health()["open_episodes"] == 0 and s.health()["buffered_traces"] == 0
+                   and s.health()["internal_errors"] == 4)
+        code, out, report = s.stop()
+    finally:
+        s.kill()
+    assert code == 0, s.stderr()
+    assert report["receiver"]["internal_errors"] == 4
+    assert "4 internal error(s)" in out
+    assert len(report["episodes"]) == 4
+    for ep in report["episodes"]:
+        verdicts = {r["test"]: r["verdict"] for r in ep["results"]}
+        assert verdicts == {"no-delete": "passed", "must-search": "passed", "faulty": "inconclusive"}

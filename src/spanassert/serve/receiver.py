@@ -99,7 +99,6 @@ class Receiver:
         self.duplicates = 0
         self.open_episodes = 0
         self.buffered_traces = 0
-        self.internal_errors = 0  # traces whose judging raised (each closed inconclusive, the rest judged)
         # When the engine thread last went round its loop: /health answers 503 once this is older
         # than options.engine_stall_timeout (a trace that takes that long to judge, or a hang).
         self.engine_beat = time.monotonic()
@@ -110,6 +109,13 @@ class Receiver:
         self.grpc_server: Any = None
         self.http_address: Optional[str] = None
         self.grpc_address: Optional[str] = None
+
+    @property
+    def internal_errors(self) -> int:
+        """Internal errors so far, as ``spanassert.internal_errors`` counts them: a trace whose
+        judging raised (closed inconclusive, the rest judged), a rule whose ``on_close`` raised
+        (that rule inconclusive), and any other error caught inside serve."""
+        return self.sink.errors_counted
 
     # -- lifecycle -------------------------------------------------------------------------------
     def _start_grpc(self, endpoint: str) -> None:
@@ -351,12 +357,8 @@ class Receiver:
         try:
             return fn(*args)
         except Exception as exc:  # noqa: BLE001 - one failure must not stop judging
-            self._internal_error(kind, exc)
+            self.sink.internal_error(kind, exc)
             return None
-
-    def _internal_error(self, kind: str, exc: BaseException) -> None:
-        self.internal_errors += 1
-        self.sink.internal_error(kind, exc)
 
     def _close_all(self) -> None:
         """Decide every open episode at shutdown; one whose closing raises is abandoned."""
@@ -365,7 +367,7 @@ class Receiver:
                 self.engine.close_all(CloseReason.SHUTDOWN)
                 return
             except Exception as exc:  # noqa: BLE001, PERF203 - one failing episode must not stop the others
-                self._internal_error("serve_close", exc)
+                self.sink.internal_error("serve_close", exc)
                 first = next(iter(self.engine.open.values()), None)
                 if first is None:
                     return
@@ -414,7 +416,7 @@ class Receiver:
                                 v.agent = agent
                                 self.sink.early(v)
                     except Exception as exc:  # noqa: BLE001 - the assembled check judges it again
-                        self._internal_error("serve_precheck", exc)
+                        self.sink.internal_error("serve_precheck", exc)
             if self.forwarder is not None:
                 side.wire[r.span_id] = wire.get((r.trace_id, r.span_id)) if wire is not None else None
             self.buffered_spans += 1
@@ -447,7 +449,7 @@ class Receiver:
         try:
             feed_trace(self.engine, records, on_outcome if self.forwarder is not None else None)
         except Exception as exc:  # noqa: BLE001 - isolate the failure to this trace
-            self._internal_error("serve_trace", exc)
+            self.sink.internal_error("serve_trace", exc)
             self._guarded("serve_abandon", self.engine.abandon, records[0].trace_id)
         finally:
             self.engine.forget_precheck(records[0].trace_id)  # what its early checks kept

@@ -35,6 +35,9 @@ class ServeSink(Telemetry):
         self.episodes_failed = 0
         self.episodes_inconclusive = 0
         self.episodes_amended = 0
+        # Every internal error counted in ``spanassert.internal_errors`` (the receiver's own catches,
+        # a rule whose on_close raised, a failing log export): what the report's count says.
+        self.errors_counted = 0
 
     @staticmethod
     def _key(v: Violation) -> Tuple[str, int, Optional[str]]:
@@ -114,6 +117,11 @@ class ServeSink(Telemetry):
         if self.report_sink is not None:
             self.report_sink.late_span()
         super().late_span()
+
+    def internal_error(self, kind: str, exc: BaseException) -> None:
+        with self._count_lock:
+            self.errors_counted += 1
+        super().internal_error(kind, exc)
 
     def overflow(self, kind: str) -> None:
         if self.report_sink is not None:
