@@ -276,3 +276,50 @@ def test_a_tool_span_still_running_when_the_test_returns_is_not_a_pass(pytester:
         "*spanassert (rules.yaml): 1 span(s) the test started had not ended when it was checked*",
     ])
     result.assert_outcomes(failed=1, passed=2)
+
+
+def test_a_run_whose_markers_span_limits_evicted_leaves_no_pass(pytester: pytest.Pytester) -> None:
+    # Two agent runs in one test; the second calls delete_customer with more attributes than the
+    # provider's span limit keeps, so the SDK evicts its GenAI markers (the oldest) and counts them
+    # dropped: it opens no episode. Before: the marker and check() passed no-delete on the first run
+    # alone (replay said inconclusive of the same spans since fd8e508; check() did not ask).
+    _project(pytester, """
+        import pytest
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+
+        trace.set_tracer_provider(TracerProvider(span_limits=SpanLimits(max_span_attributes=3)))
+
+        def run(tool, extra):
+            tracer = trace.get_tracer("inner-agent")
+            with tracer.start_as_current_span("run", attributes={"gen_ai.operation.name": "invoke_agent", **extra}):
+                tracer.start_span("call", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, **extra}).end()
+
+        LOSSY = {"app.a": 1, "app.b": 2, "app.c": 3}
+
+        @pytest.mark.spanassert(config="rules.yaml")
+        def test_clean_run_passes():
+            run("lookup_order", {})
+
+        @pytest.mark.spanassert(config="rules.yaml")
+        def test_a_run_the_sdk_cut_is_no_pass():
+            run("lookup_order", {})
+            run("delete_customer", LOSSY)
+
+        def test_fixture_check_is_no_pass(spanassert_trace):
+            run("lookup_order", {})
+            run("delete_customer", LOSSY)
+            assert all(s.dropped_attributes for s in spanassert_trace.spans[2:])
+            result = spanassert_trace.check("rules.yaml")
+            assert not result.passed
+            by_label = {i.label: i for i in result.items}
+            assert by_label["no-delete"].verdict.value == "inconclusive", by_label  # before: passed
+            assert "opened no episode" in by_label["no-delete"].detail
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v")
+    result.stdout.fnmatch_lines([
+        "*test_a_run_the_sdk_cut_is_no_pass FAILED*",
+        "*spanassert (rules.yaml): *inconclusive*",
+    ])
+    result.assert_outcomes(failed=1, passed=2)

@@ -17,6 +17,7 @@ from collections import OrderedDict
 from operator import attrgetter, le
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
+from ..mapping import ROLE_OTHER
 from .engine import Engine, SpanOutcome
 from .episode import parents_not_in_input
 from .model import SpanRecord
@@ -148,6 +149,21 @@ def evidence_gaps(records: List[SpanRecord]) -> Tuple[bool, List[str], Set[str]]
     if lossy:
         gaps.append(INCOMPLETE_SOURCE_DROPPED)
     return root_seen, gaps, outside
+
+
+def lost_markers_unseen(engine: Engine, records: List[SpanRecord], gaps: List[str]) -> bool:
+    """After :func:`feed_trace` (``gaps``: what it returned): whether this trace's spans say the SDK
+    dropped some of their attributes or events (span limits) while no span of it is recognised and
+    no episode of it is known. The markers that would have opened one may be what was dropped: an
+    agent run no rule saw. The door counts it (``OVERFLOW_DROPPED_NO_EPISODE``) and its report then
+    makes every `passed` `inconclusive` (:meth:`Report.mark_input_gaps`), as for unreadable input."""
+    if not gaps or INCOMPLETE_SOURCE_DROPPED not in gaps:
+        return False
+    tid = records[0].trace_id
+    if tid in engine.by_trace or tid in engine.recent:
+        return False  # its episode is marked incomplete (feed_trace, begin_trace)
+    role = engine.mapper.role
+    return all(role(r.name, r.attributes) == ROLE_OTHER for r in records)
 
 
 def feed_trace(engine: Engine, records: List[SpanRecord],

@@ -3,7 +3,7 @@ coverage. Replay returns it; serve keeps one per rules file; report/ renders it.
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ..config.model import Config
 from .engine import Sink
@@ -206,16 +206,18 @@ class Report:
             return 1
         return 0
 
-    def mark_input_gaps(self) -> None:
-        """Some input could not be read (a truncated file, a bad line, a last line cut short), or a
-        trace whose spans lost attributes at the source opened no episode (its markers may be what
-        was lost: an agent run no rule saw): no episode passes a rule the unseen spans could have
-        broken: every `passed` becomes `inconclusive` and every episode is marked incomplete."""
+    def mark_input_gaps(self, more: Sequence[str] = ()) -> None:
+        """Some input could not be read (a truncated file, a bad line, a last line cut short; ``more``:
+        what the door lost besides, e.g. spans serve rejected), or a trace whose spans lost
+        attributes at the source opened no episode (its markers may be what was lost: an agent run
+        no rule saw): no episode passes a rule the unseen spans could have broken: every `passed`
+        becomes `inconclusive` and every episode is marked incomplete."""
         n = sum(1 for i in self.issues if _lost_spans(i))
         unseen = self.overflows.get(OVERFLOW_DROPPED_NO_EPISODE, 0)
-        if not n and not unseen:
+        if not n and not unseen and not more:
             return
         whys = [f"{n} part(s) of the input could not be read"] if n else []
+        whys.extend(more)
         if unseen:
             whys.append(f"{unseen} trace(s) whose spans lost attributes or events at the source (span limits) "
                         "opened no episode (their GenAI markers may be what was lost)")

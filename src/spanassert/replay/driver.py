@@ -11,14 +11,12 @@ import os
 from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple, Union
 
 from ..config.model import Config
-from ..core.assembly import TraceBuffer, feed_trace, release_order
+from ..core.assembly import TraceBuffer, feed_trace, lost_markers_unseen, release_order
 from ..core.engine import Engine, SpanOutcome
 from ..core.episode import OVERFLOW_DROPPED_NO_EPISODE
 from ..core.model import CloseReason, SpanRecord
 from ..core.report import InputPrompts, Report, ReportSink
 from ..core.results import EpisodeResult
-from ..core.spans import INCOMPLETE_SOURCE_DROPPED
-from ..mapping import ROLE_OTHER
 
 # Spans read after a trace's last span before it is judged complete. Exporters write a trace's
 # spans in end order, usually in one or a few batches, so a small window suffices; spans arriving
@@ -82,24 +80,9 @@ class _Run:
                     sources[(record.trace_id, record.span_id)] = record.source
 
             gaps = feed_trace(self.engine, trace, remember)
-        if gaps and INCOMPLETE_SOURCE_DROPPED in gaps:
-            self._dropped_markers(trace)
-
-    def _dropped_markers(self, trace: List[SpanRecord]) -> None:
-        """A trace whose spans say the SDK dropped some of their attributes or events: when no span
-        of it is recognised and no episode of it is known, the markers that would have opened one
-        may be what was dropped (an agent run the rules never saw). Counted; the report then makes
-        every `passed` `inconclusive` (:meth:`Report.mark_input_gaps`), as for unreadable input."""
-        engine = self.engine
-        tid = trace[0].trace_id
-        if tid in engine.by_trace or tid in engine.recent:
-            return  # its episode is marked incomplete (feed_trace, begin_trace)
-        role = engine.mapper.role
-        for r in trace:
-            if role(r.name, r.attributes) != ROLE_OTHER:
-                return  # it opened (or joined) an episode, which carries the mark
-        overflows = self.report.overflows
-        overflows[OVERFLOW_DROPPED_NO_EPISODE] = overflows.get(OVERFLOW_DROPPED_NO_EPISODE, 0) + 1
+        if lost_markers_unseen(self.engine, trace, gaps):
+            overflows = self.report.overflows
+            overflows[OVERFLOW_DROPPED_NO_EPISODE] = overflows.get(OVERFLOW_DROPPED_NO_EPISODE, 0) + 1
 
     def _note_prompts(self, trace: List[SpanRecord]) -> None:
         """Which tests' ``input.prompt`` this trace's user messages name (no verdict reads this)."""
@@ -244,9 +227,13 @@ def replay_records(
     report: Optional[Report] = None,
     max_spans_per_trace: int = MAX_SPANS_PER_TRACE,
 ) -> Report:
-    """Replay already-decoded spans (the core of :func:`replay`)."""
-    return replay_many([config], records, settle_spans=settle_spans, on_episode=on_episode,
-                       reports=[report or Report(config)], max_spans_per_trace=max_spans_per_trace)[0]
+    """Replay already-decoded spans (the core of :func:`replay`; ``check()`` and the pytest marker
+    judge a test's spans with it). A trace that lost its markers to span limits and opened no
+    episode leaves no pass standing (:meth:`Report.mark_input_gaps`)."""
+    rep = replay_many([config], records, settle_spans=settle_spans, on_episode=on_episode,
+                      reports=[report or Report(config)], max_spans_per_trace=max_spans_per_trace)[0]
+    rep.mark_input_gaps()
+    return rep
 
 
 def replay_paths(

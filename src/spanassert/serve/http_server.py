@@ -250,6 +250,7 @@ def make_http_handler(receiver: Receiver) -> type:
                 body = self._body()
                 records, errors, wire = self._decode(ctype, body)
             except _BodyError as exc:
+                receiver.refused_unreadable()  # its spans are lost: the report passes nothing
                 self._error(exc.status, exc.code, exc.message, close=exc.close)
                 return
             if not receiver.accept(records, wire, len(errors)):

@@ -24,8 +24,9 @@ from bisect import bisect_left, insort
 from typing import Any, Dict, List, Optional, Set, TextIO, Tuple
 
 from ..config.model import Config
-from ..core.assembly import TraceBuffer, feed_trace
+from ..core.assembly import TraceBuffer, feed_trace, lost_markers_unseen
 from ..core.engine import ROLE_TOOL, Engine, SpanOutcome
+from ..core.episode import OVERFLOW_DROPPED_NO_EPISODE
 from ..core.model import CloseReason, SpanRecord
 from ..core.report import Report
 from ..core.results import Violation
@@ -96,6 +97,9 @@ class Receiver:
         self.requests = 0
         self.spans_rejected = 0
         self.spans_refused = 0  # spans of requests answered 503 / RESOURCE_EXHAUSTED
+        # Requests refused as unreadable (HTTP 400/411/413: a body that is not OTLP, cut short, too
+        # large): their spans, if any, were never judged, and a client does not send them again.
+        self.requests_unreadable = 0
         self.duplicates = 0
         self.open_episodes = 0
         self.buffered_traces = 0
@@ -213,12 +217,14 @@ class Receiver:
         self.report.spans_read = self.queue.accepted
         if self.buffer.overflowed:
             self.report.overflows["spans_per_trace"] = self.buffer.overflowed
+        self.report.mark_input_gaps(self.input_gaps())
         d = self.report.to_dict()
         d["receiver"] = {
             "requests": self.requests,
             "spans_accepted": self.queue.accepted,
             "spans_rejected": self.spans_rejected,
             "spans_refused": self.spans_refused,
+            "requests_unreadable": self.requests_unreadable,
             "duplicate_spans": self.duplicates,
             "traces_released_early": self.traces_released_early,
             "internal_errors": self.internal_errors,
@@ -284,6 +290,21 @@ class Receiver:
                 self.spans_refused += len(records)
             return False
         return True
+
+    def refused_unreadable(self) -> None:
+        """A request refused because its body could not be read (its spans, if any, are lost)."""
+        with self._stats_lock:
+            self.requests_unreadable += 1
+
+    def input_gaps(self) -> List[str]:
+        """What serve could not read, as the report says it (replay's "parts of the input that
+        could not be read"): no episode of a report that lost them shows `passed`."""
+        whys = []
+        if self.spans_rejected:
+            whys.append(f"{self.spans_rejected} span(s) were rejected as unreadable (partial success)")
+        if self.requests_unreadable:
+            whys.append(f"{self.requests_unreadable} request(s) were refused as unreadable")
+        return whys
 
     def decode_proto(self, request: Any,
                      source: str) -> Tuple[List[SpanRecord], List[Any], Optional[Dict[Tuple[str, str], Any]]]:
@@ -447,7 +468,9 @@ class Receiver:
                 marks[r.span_id] = out.violations
 
         try:
-            feed_trace(self.engine, records, on_outcome if self.forwarder is not None else None)
+            gaps = feed_trace(self.engine, records, on_outcome if self.forwarder is not None else None)
+            if lost_markers_unseen(self.engine, records, gaps):
+                self.sink.overflow(OVERFLOW_DROPPED_NO_EPISODE)  # the report: no `passed` stands
         except Exception as exc:  # noqa: BLE001 - isolate the failure to this trace
             self.sink.internal_error("serve_trace", exc)
             self._guarded("serve_abandon", self.engine.abandon, records[0].trace_id)
