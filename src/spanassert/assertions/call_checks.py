@@ -11,10 +11,10 @@ JSON Schema (:func:`schema_failure`).
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional, Protocol
+from typing import Any, Dict, Optional
 
 from ..core.durations import DURATION_PATTERN, format_seconds, parse_duration
-from ..core.model import CONTENT_OK, STATUS_ERROR, STATUS_UNKNOWN, EpisodeView, Failure, Outcome, Rare, ToolCall
+from ..core.model import CONTENT_OK, STATUS_ERROR, STATUS_UNKNOWN, EpisodeView, Failure, Outcome, ToolCall
 from .base import (  # call_ref is re-exported
     EVIDENCE_ARGUMENTS,
     NEED_ARGUMENTS,
@@ -84,11 +84,7 @@ DURATION_SCHEMA: Dict[str, Any] = {
 }
 
 
-class _RemembersFirstFailure(Protocol):
-    first_failure: Optional[str]
-
-
-def fail_first(state: _RemembersFirstFailure, call: ToolCall, message: str) -> Failure:
+def fail_first(state: RareFactsHolder, call: ToolCall, message: str) -> Failure:
     """The failure at ``call``; ``state`` remembers where the first one was (the close verdict
     names it)."""
     if state.first_failure is None:
@@ -99,7 +95,7 @@ def fail_first(state: _RemembersFirstFailure, call: ToolCall, message: str) -> F
 class RareFacts:
     """What a rule's state seldom holds: where it first failed, calls it could not judge (and the
     first of them, and why), calls past a cap. Made at the first such value (see
-    :class:`~spanassert.core.model.Rare`), so that the state of a rule that never meets one holds
+    :class:`RareFactsHolder`), so that the state of a rule that never meets one holds
     a single place for all of them (an open episode holds a state per rule it touched)."""
 
     __slots__ = ("first_failure", "undecided", "first_undecided", "overflow", "unknown_sinks")
@@ -115,19 +111,87 @@ class RareFacts:
 NO_FACTS = RareFacts()  # what a close reads for a state without a side record (never written)
 
 
-class EveryCallState:
-    """Per-episode state of a rule that judges every selected call on its own: O(1)."""
+class RareFactsHolder:
+    """A rule's state that keeps its rare facts (:class:`RareFacts`) in a side record, ``more``, made
+    at the first value other than a default: read and written as attributes (properties over the
+    record). Each state class sets ``more`` to None in its ``__init__``."""
 
-    __slots__ = ("checked", "open", "more")
-    more_type = RareFacts
-    first_failure: Rare[Optional[str]] = Rare(None)  # where the first violation was seen
-    undecided: Rare[int] = Rare(0)  # calls that could not be judged (their needed content was not recorded)
-    first_undecided: Rare[Optional[str]] = Rare(None)  # which call, and why
+    __slots__ = ("more",)
+    more: Optional[RareFacts]
+
+    def _facts(self) -> RareFacts:
+        """The side record, made at its first use."""
+        more = self.more
+        if more is None:
+            more = self.more = RareFacts()
+        return more
+
+    # Where the first violation was seen.
+    @property
+    def first_failure(self) -> Optional[str]:
+        more = self.more
+        return None if more is None else more.first_failure
+
+    @first_failure.setter
+    def first_failure(self, value: Optional[str]) -> None:
+        if value is not None or self.more is not None:
+            self._facts().first_failure = value
+
+    # Calls that could not be judged (their needed content was not recorded or not readable).
+    @property
+    def undecided(self) -> int:
+        more = self.more
+        return 0 if more is None else more.undecided
+
+    @undecided.setter
+    def undecided(self, value: int) -> None:
+        if value != 0 or self.more is not None:
+            self._facts().undecided = value
+
+    # The first such call, and why.
+    @property
+    def first_undecided(self) -> Optional[str]:
+        more = self.more
+        return None if more is None else more.first_undecided
+
+    @first_undecided.setter
+    def first_undecided(self, value: Optional[str]) -> None:
+        if value is not None or self.more is not None:
+            self._facts().first_undecided = value
+
+    # Calls or values past the rule's cap (not counted, not followed).
+    @property
+    def overflow(self) -> int:
+        more = self.more
+        return 0 if more is None else more.overflow
+
+    @overflow.setter
+    def overflow(self, value: int) -> None:
+        if value != 0 or self.more is not None:
+            self._facts().overflow = value
+
+    # Sink calls whose arguments could not be searched (trace_no_flow).
+    @property
+    def unknown_sinks(self) -> int:
+        more = self.more
+        return 0 if more is None else more.unknown_sinks
+
+    @unknown_sinks.setter
+    def unknown_sinks(self, value: int) -> None:
+        if value != 0 or self.more is not None:
+            self._facts().unknown_sinks = value
+
+
+class EveryCallState(RareFactsHolder):
+    """Per-episode state of a rule that judges every selected call on its own: O(1). Its rare facts:
+    first_failure, undecided (calls whose needed content was not recorded), first_undecided."""
+
+    __slots__ = ("checked", "open")
 
     def __init__(self) -> None:
         self.checked = 0  # calls judged at their end
         self.open = 0  # calls started and not yet ended
-        self.more: Optional[RareFacts] = None
+        self.more = None
 
     def fail(self, call: ToolCall, message: str) -> Failure:
         return fail_first(self, call, message)
@@ -389,6 +453,9 @@ __all__ = [
     "ArgsValidAssertion",
     "EveryCallAssertion",
     "EveryCallState",
+    "RareFacts",
+    "RareFactsHolder",
+    "NO_FACTS",
     "fail_first",
     "schema_failure",
     "call_ref",

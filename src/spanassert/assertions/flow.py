@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, Rare, ToolCall
+from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, NEED_RESULT, Assertion, BuildContext, Field
-from .call_checks import NO_FACTS, RareFacts, call_ref, fail_first, unfinished
+from .call_checks import NO_FACTS, RareFactsHolder, call_ref, fail_first, unfinished
 from .registry import register
 from .selectors import MAX_MATCH_CHARS, warn_tool_name
 from .values import PATH_SCHEMA, Walk, digest, parse_path, show_path
@@ -47,12 +47,11 @@ def _text(leaf: Any) -> Optional[str]:
 _TOO_LONG = "(too long to scan)"  # what _source_in returns (compared by identity) for a text too long to scan
 
 
-class FlowState:
-    __slots__ = ("anchors", "count", "sources", "unknown_sources", "open", "more")
-    more_type = RareFacts
-    overflow: Rare[int] = Rare(0)  # values not followed: past the cap
-    unknown_sinks: Rare[int] = Rare(0)  # sink calls whose arguments could not be searched
-    first_failure: Rare[Optional[str]] = Rare(None)
+class FlowState(RareFactsHolder):
+    """Its rare facts (RareFactsHolder): overflow (values not followed: past the cap),
+    unknown_sinks (sink calls whose arguments could not be searched), first_failure."""
+
+    __slots__ = ("anchors", "count", "sources", "unknown_sources", "open")
 
     def __init__(self) -> None:
         # hash(first min_length chars) -> [(length, digest of the value, where it was read)]
@@ -62,7 +61,7 @@ class FlowState:
         self.sources = 0  # source calls whose result was read
         self.unknown_sources = 0  # source calls whose result was not recorded or not readable whole
         self.open = 0
-        self.more: Optional[RareFacts] = None
+        self.more = None
 
 
 @register

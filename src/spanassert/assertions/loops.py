@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Deque, Dict, List, Optional, Tuple, Union
 
-from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, Rare, ToolCall
+from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, Assertion, BuildContext, Field
-from .call_checks import NO_FACTS, RareFacts, call_ref, calls_of, fail_first, settled
+from .call_checks import NO_FACTS, RareFactsHolder, call_ref, calls_of, fail_first, settled
 from .registry import register
 from .selectors import tool_fields, tool_selector
 from .steps import UNREACHABLE_BOUND, unreachable
@@ -48,12 +48,11 @@ def _primitive(pattern: List[str]) -> bool:
     return not any(n % d == 0 and pattern == pattern[:d] * (n // d) for d in range(1, n))
 
 
-class NoRepeatState:
-    __slots__ = ("counts", "recent", "checked", "names", "runs", "open", "cycled", "more")
-    more_type = RareFacts
-    overflow: Rare[int] = Rare(0)  # calls not counted because the cap was reached
-    undecided: Rare[int] = Rare(0)  # calls whose arguments were not recorded or not readable
-    first_failure: Rare[Optional[str]] = Rare(None)
+class NoRepeatState(RareFactsHolder):
+    """Its rare facts (RareFactsHolder): overflow (calls not counted because the cap
+    was reached), undecided (calls whose arguments were not recorded or not readable), first_failure."""
+
+    __slots__ = ("counts", "recent", "checked", "names", "runs", "open", "cycled")
 
     def __init__(self, window: Optional[int], cycle_length: int) -> None:
         small = bool(window) and window <= _SMALL  # type: ignore[operator]  # window is set when small is tested
@@ -71,7 +70,7 @@ class NoRepeatState:
         self.runs: Optional[List[int]] = None
         self.open = 0
         self.cycled = False  # a cycle was reported (once per episode)
-        self.more: Optional[RareFacts] = None
+        self.more = None
 
 
 def _occurrences(packed: bytearray, key: bytes, end: int) -> int:

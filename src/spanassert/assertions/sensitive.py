@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
-from ..core.model import CONTENT_OK, CONTENT_UNPARSABLE, EpisodeView, Failure, Outcome, Rare, ToolCall
+from ..core.model import CONTENT_OK, CONTENT_UNPARSABLE, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, NEED_FINAL_OUTPUT, NEED_RESULT, Assertion, BuildContext, Field
-from .call_checks import RareFacts, call_ref, settled
+from .call_checks import RareFactsHolder, call_ref, settled
 from .detectors import DETECTOR_NAMES, Scanner, expand, scan, scanner
 from .registry import register
 from .selectors import MAX_MATCH_CHARS, warn_tool_name
@@ -121,16 +121,16 @@ def cleared_as_recorded(raw: Any, scan_with: Scanner) -> bool:
             and not scan_with.may_find(raw))
 
 
-class SensitiveState:
-    __slots__ = ("scanned", "open", "cleared_call", "cleared_complete", "cleared_at_start", "more")
-    more_type = RareFacts
-    first_failure: Rare[Optional[str]] = Rare(None)
-    undecided: Rare[int] = Rare(0)  # recorded values that could not be scanned whole
+class SensitiveState(RareFactsHolder):
+    """Its rare facts (RareFactsHolder): first_failure, undecided (recorded values
+    that could not be scanned whole)."""
+
+    __slots__ = ("scanned", "open", "cleared_call", "cleared_complete", "cleared_at_start")
 
     def __init__(self) -> None:
         self.scanned = 0
         self.open = 0
-        self.more: Optional[RareFacts] = None
+        self.more = None
         # The latest call whose arguments were scanned at its start (nothing was found), and
         # whether that scan was complete: when its end carries the same arguments, they are not
         # scanned again. Calls in flight at once beyond it: call -> complete, made at first use.

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from ..core.model import CONTENT_MISSING, EpisodeView, Failure, Outcome, Rare, ToolCall
+from ..core.model import CONTENT_MISSING, EpisodeView, Failure, Outcome, ToolCall
 from .base import EVIDENCE_ARGUMENTS, NEED_ARGUMENTS, Assertion, BuildContext, Field
-from .call_checks import RareFacts, call_ref, fail_first, settled, unfinished
+from .call_checks import RareFactsHolder, call_ref, fail_first, settled, unfinished
 from .registry import register
 from .selectors import ARGS_MATCH_SCHEMA, ArgsMatch, CallSelector, tool_fields, tool_selector
 
@@ -22,16 +22,16 @@ _ARGS_MATCH_RULE = (
 )
 
 
-class MustCallState:
-    __slots__ = ("count", "open", "more")
-    more_type = RareFacts
-    undecided: Rare[int] = Rare(0)  # name-matching calls whose arguments could not be matched
-    first_undecided: Rare[Optional[str]] = Rare(None)  # the first such call, and why
+class MustCallState(RareFactsHolder):
+    """Its rare facts (RareFactsHolder): undecided (name-matching calls whose
+    arguments could not be matched), first_undecided (the first such call, and why)."""
+
+    __slots__ = ("count", "open")
 
     def __init__(self) -> None:
         self.count = 0  # calls that matched
         self.open = 0  # name-matching calls whose arguments are still to come (args_match only)
-        self.more: Optional[RareFacts] = None
+        self.more = None
 
 
 class _ToolRule(Assertion):
@@ -126,16 +126,15 @@ class MustCallToolAssertion(_ToolRule):
         return Outcome.failed(seen)
 
 
-class MustNotCallState:
-    __slots__ = ("open", "more")
-    more_type = RareFacts
-    first_failure: Rare[Optional[str]] = Rare(None)
-    undecided: Rare[int] = Rare(0)  # name-matching calls whose arguments could not be matched
-    first_undecided: Rare[Optional[str]] = Rare(None)  # the first such call, and why
+class MustNotCallState(RareFactsHolder):
+    """Its rare facts (RareFactsHolder): first_failure, undecided (name-matching
+    calls whose arguments could not be matched), first_undecided (the first such call, and why)."""
+
+    __slots__ = ("open",)
 
     def __init__(self) -> None:
         self.open = 0  # name-matching calls started, not ended (args_match only)
-        self.more: Optional[RareFacts] = None
+        self.more = None
 
 
 def _undecided(state: Any, selector: CallSelector, call: ToolCall) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import AbstractSet, Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
-from .model import EpisodeView, Failure, ModelStep, Rare, ToolCall, ViewMore
+from .model import NO_IDS, EpisodeView, Failure, ModelStep, ToolCall
 from .plan import Plan, Slot
 from .results import EpisodeResult, Violation
 
@@ -49,7 +49,6 @@ MAX_SEEN_IDS = 1024  # span ids an episode remembers for late parts (past it: pa
 
 MAX_TOOL_DEFINITIONS = 256  # tools whose parameter names one episode remembers
 PENDING_PREFIX = "pending:"  # a guard's pending call's placeholder span id (no span id has it)
-NO_IDS: AbstractSet[str] = frozenset()  # the span ids of an episode that has seen none (shared)
 NO_SPAN: Any = object()  # Episode.span1 when it holds no span (equal to no span id)
 
 
@@ -169,23 +168,6 @@ def give_call(ep: States, handlers: Handlers, call: ToolCall,
                 out.append(v)
 
 
-class _EpisodeMore(ViewMore):
-    """The fields of an episode (and its view) that are usually at their default (see
-    :class:`~spanassert.core.model.Rare`)."""
-
-    __slots__ = ("reported", "traces", "inner_usage", "at_close", "in_flight", "reopened", "seen")
-
-    def __init__(self) -> None:
-        ViewMore.__init__(self)
-        self.reported: Optional[Set[Tuple[int, Optional[str]]]] = None
-        self.traces: Optional[Set[str]] = None
-        self.inner_usage: Optional[Dict[str, ModelStep]] = None
-        self.at_close: Optional[Set[int]] = None
-        self.in_flight: Optional[List[ToolCall]] = None
-        self.reopened = False
-        self.seen: Optional[AbstractSet[str]] = NO_IDS
-
-
 class Episode(EpisodeView, StateHolder):
     """One agent run as the engine holds it (see the module docstring). It is its own view
     (``view`` is the episode itself: one object, not two, per open episode); rules read it as an
@@ -214,22 +196,6 @@ class Episode(EpisodeView, StateHolder):
         "pending",
         "result",
     )
-
-    more_type = _EpisodeMore
-    more: Optional[_EpisodeMore]  # made as more_type
-    # Usually at their default, kept in `more` (see Rare):
-    reported: Rare[Optional[Set[Tuple[int, Optional[str]]]]] = Rare(None)  # (slot, span) failures reported
-    traces: Rare[Optional[Set[str]]] = Rare(None)  # attribute-keyed episodes span several traces
-    # Usage recorded by provider spans folded into a step, by the step's span id (read when the
-    # step ends, for what its own span does not record).
-    inner_usage: Rare[Optional[Dict[str, ModelStep]]] = Rare(None)
-    at_close: Rare[Optional[Set[int]]] = Rare(None)  # slots that failed (and were reported) at a close
-    in_flight: Rare[Optional[List[ToolCall]]] = Rare(None)  # calls not ended when it closed
-    reopened: Rare[bool] = Rare(False)  # closed once, and went on (another local root, a late part)
-    # Assembled traces only (replay, serve): ids of the spans seen (bounded; None past the bound),
-    # so that a late part of the trace can tell a parent seen earlier from one missing from the
-    # input. A set from the first id on (Engine._seen); live episodes never set it.
-    seen: Rare[Optional[AbstractSet[str]]] = Rare(NO_IDS)
 
     def __init__(self, key: str, trace_id: str, plan: Plan, now_ns: int) -> None:
         EpisodeView.__init__(self)
@@ -272,6 +238,88 @@ class Episode(EpisodeView, StateHolder):
         # matched to one (CallsAndSteps._adopt_pending).
         self.pending: Optional[Dict[str, Tuple[ToolCall, Any]]] = None
         self.result: Optional[EpisodeResult] = None  # the last result given out (for amendments)
+
+    # -- the fields usually at their default, held in the view's side record (`more`, a ViewMore) -----------
+
+    # (slot, span) failures reported
+    @property
+    def reported(self) -> Optional[Set[Tuple[int, Optional[str]]]]:
+        more = self.more
+        return None if more is None else more.reported
+
+    @reported.setter
+    def reported(self, value: Optional[Set[Tuple[int, Optional[str]]]]) -> None:
+        if value is not None or self.more is not None:
+            self._side().reported = value
+
+    # Attribute-keyed episodes span several traces.
+    @property
+    def traces(self) -> Optional[Set[str]]:
+        more = self.more
+        return None if more is None else more.traces
+
+    @traces.setter
+    def traces(self, value: Optional[Set[str]]) -> None:
+        if value is not None or self.more is not None:
+            self._side().traces = value
+
+    # Usage recorded by provider spans folded into a step, by the step's span id (read when the
+    # step ends, for what its own span does not record).
+    @property
+    def inner_usage(self) -> Optional[Dict[str, ModelStep]]:
+        more = self.more
+        return None if more is None else more.inner_usage
+
+    @inner_usage.setter
+    def inner_usage(self, value: Optional[Dict[str, ModelStep]]) -> None:
+        if value is not None or self.more is not None:
+            self._side().inner_usage = value
+
+    # Slots that failed (and were reported) at a close.
+    @property
+    def at_close(self) -> Optional[Set[int]]:
+        more = self.more
+        return None if more is None else more.at_close
+
+    @at_close.setter
+    def at_close(self, value: Optional[Set[int]]) -> None:
+        if value is not None or self.more is not None:
+            self._side().at_close = value
+
+    # Calls not ended when it closed.
+    @property
+    def in_flight(self) -> Optional[List[ToolCall]]:
+        more = self.more
+        return None if more is None else more.in_flight
+
+    @in_flight.setter
+    def in_flight(self, value: Optional[List[ToolCall]]) -> None:
+        if value is not None or self.more is not None:
+            self._side().in_flight = value
+
+    # Closed once, and went on (another local root, a late part).
+    @property
+    def reopened(self) -> bool:
+        more = self.more
+        return False if more is None else more.reopened
+
+    @reopened.setter
+    def reopened(self, value: bool) -> None:
+        if value or self.more is not None:
+            self._side().reopened = value
+
+    # Assembled traces only (replay, serve): ids of the spans seen (bounded; None past the bound),
+    # so that a late part of the trace can tell a parent seen earlier from one missing from the
+    # input. A set from the first id on (Engine._seen); live episodes never set it.
+    @property
+    def seen(self) -> Optional[AbstractSet[str]]:
+        more = self.more
+        return NO_IDS if more is None else more.seen
+
+    @seen.setter
+    def seen(self, value: Optional[AbstractSet[str]]) -> None:
+        if value is not NO_IDS or self.more is not None:
+            self._side().seen = value
 
     @property
     def view(self) -> EpisodeView:

@@ -16,14 +16,13 @@ from .episode import (
     INCOMPLETE_ROOT_NOT_SEEN,
     MAX_PENDING_MARKS,
     MAX_SEEN_IDS,
-    NO_IDS,
     OVERFLOW_EPISODE_EVICTED,
     OVERFLOW_PENDING_MARKS,
     PARENTS_NOT_IN_INPUT_SUFFIX,
     Episode,
     parents_not_in_input,
 )
-from .model import CloseReason
+from .model import NO_IDS, CloseReason
 from .plan import Plans
 from .results import EpisodeResult
 from .spans import INCOMPLETE_SOURCE_DROPPED
@@ -311,7 +310,7 @@ class EpisodeLifecycle(Verdicts):
 
     @staticmethod
     def _seen(ep: Episode, span_id: str) -> None:
-        more = ep.more  # ep.seen (a Rare field), read directly: once per span of an assembled trace
+        more = ep.more  # ep.seen (a property over it), read directly: once per span of an assembled trace
         seen = NO_IDS if more is None else more.seen
         if seen is NO_IDS:
             ep.seen = {span_id}  # made at the first id: most episodes are never fed as assembled traces

@@ -12,7 +12,7 @@ importable from here as well.
 from __future__ import annotations
 
 import enum
-from typing import Any, ClassVar, Dict, Generic, List, Optional, Type, TypeVar, overload
+from typing import AbstractSet, Any, Dict, List, Optional, Set, Tuple
 
 from .diagnostics import ConfigError, Diagnostic
 from .spans import NO_EVENTS, SpanEvent, SpanRecord
@@ -179,14 +179,20 @@ class Outcome:
         return f"Outcome({self.verdict.value}, {self.message!r})"
 
 
-T = TypeVar("T")
+NO_IDS: AbstractSet[str] = frozenset()  # the span ids of an episode that has seen none (shared)
 
 
 class ViewMore:
-    """The fields of an episode's view that are usually at their default (see :class:`Rare`)."""
+    """The side record of an episode (its view's fields and the engine's own) for the fields that
+    are usually at their default: made at the first other value, so that an open episode does not
+    hold a place for each of them. The view's fields are read and written as attributes of the view
+    (properties over this record: :class:`EpisodeView`), the engine's as attributes of its
+    :class:`~spanassert.core.episode.Episode`. One record for both: the episode's own record would
+    be a second slot per episode."""
 
     __slots__ = ("final_output", "final_output_state", "embeddings", "calls_dropped", "incomplete",
-                 "results_truncated", "late_calls", "unreadable_calls", "time_backwards")
+                 "results_truncated", "late_calls", "unreadable_calls", "time_backwards",
+                 "reported", "traces", "inner_usage", "at_close", "in_flight", "reopened", "seen")
 
     def __init__(self) -> None:
         self.final_output: Optional[str] = None
@@ -198,42 +204,14 @@ class ViewMore:
         self.late_calls = 0
         self.unreadable_calls = 0
         self.time_backwards = False
-
-
-class Rare(Generic[T]):
-    """A field of an :class:`EpisodeView` (or episode, or a rule's state) that is usually at its
-    default: kept in its holder's side record (its ``more`` slot, made by its ``more_type`` at the
-    first other value), so that an open episode does not hold a place for it. Read and written as a
-    plain attribute (about 0.1 µs a read: for fields off the per-call path)."""
-
-    __slots__ = ("name", "default")
-
-    def __init__(self, default: T) -> None:
-        self.default = default
-        self.name = ""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, obj: None, owner: type) -> Rare[T]: ...
-
-    @overload
-    def __get__(self, obj: object, owner: type) -> T: ...
-
-    def __get__(self, obj: Any, owner: type) -> Any:
-        if obj is None:
-            return self
-        more = obj.more
-        return self.default if more is None else getattr(more, self.name)
-
-    def __set__(self, obj: Any, value: T) -> None:
-        more = obj.more
-        if more is None:
-            if value is self.default:
-                return
-            more = obj.more = obj.more_type()
-        setattr(more, self.name, value)
+        # The engine's (see Episode):
+        self.reported: Optional[Set[Tuple[int, Optional[str]]]] = None
+        self.traces: Optional[Set[str]] = None
+        self.inner_usage: Optional[Dict[str, ModelStep]] = None
+        self.at_close: Optional[Set[int]] = None
+        self.in_flight: Optional[List[ToolCall]] = None
+        self.reopened = False
+        self.seen: Optional[AbstractSet[str]] = NO_IDS
 
 
 class EpisodeView:
@@ -259,26 +237,6 @@ class EpisodeView:
         "more",
     )
 
-    # Usually at their default, kept in `more` (a side record made at the first other value: see
-    # Rare); read and written as plain attributes.
-    final_output: Rare[Optional[str]] = Rare(None)
-    final_output_state: Rare[str] = Rare(CONTENT_MISSING)
-    # Precomputed embeddings recorded on the span that carried the final output (raw attribute
-    # values by name, see Mapper.embeddings), or None.
-    embeddings: Rare[Optional[Dict[str, Any]]] = Rare(None)
-    calls_dropped: Rare[int] = Rare(0)
-    # Why the evidence is incomplete ("root not seen", spans over a cap): never decidable.
-    incomplete: Rare[Optional[List[str]]] = Rare(None)
-    results_truncated: Rare[int] = Rare(0)  # tool results cut to max_argument_bytes (their rules: inconclusive)
-    # Calls that arrived after the episode closed: safety rules judge them; a liveness rule that
-    # was met without them, and that more calls could break, is no longer a pass.
-    late_calls: Rare[int] = Rare(0)
-    unreadable_calls: Rare[int] = Rare(0)
-    # A span of the episode ended before it started (the clock stepped back, or hostile times): its
-    # span time (start_ns .. end_ns) may be shorter than the time that passed.
-    time_backwards: Rare[bool] = Rare(False)
-    more_type: ClassVar[Type[ViewMore]] = ViewMore  # what `more` is made as
-
     def __init__(self) -> None:
         self.key: str = ""
         self.trace_id: Optional[str] = None
@@ -296,7 +254,114 @@ class EpisodeView:
         # latest start or end seen. Judged from span timestamps only, never the wall clock.
         self.start_ns: Optional[int] = None
         self.end_ns: Optional[int] = None
-        self.more: Optional[ViewMore] = None  # the fields usually at their default (Rare)
+        self.more: Optional[ViewMore] = None  # the fields usually at their default (below)
+
+    # -- the fields usually at their default: read and written as attributes, held in `more` (a side
+    # record made at the first other value; ViewMore) ----------------------------------------------------
+    def _side(self) -> ViewMore:
+        """The side record, made at its first use."""
+        more = self.more
+        if more is None:
+            more = self.more = ViewMore()
+        return more
+
+    @property
+    def final_output(self) -> Optional[str]:
+        more = self.more
+        return None if more is None else more.final_output
+
+    @final_output.setter
+    def final_output(self, value: Optional[str]) -> None:
+        if value is not None or self.more is not None:
+            self._side().final_output = value
+
+    @property
+    def final_output_state(self) -> str:
+        more = self.more
+        return CONTENT_MISSING if more is None else more.final_output_state
+
+    @final_output_state.setter
+    def final_output_state(self, value: str) -> None:
+        if value is not CONTENT_MISSING or self.more is not None:
+            self._side().final_output_state = value
+
+    # Precomputed embeddings recorded on the span that carried the final output (raw attribute
+    # values by name, see Mapper.embeddings), or None.
+    @property
+    def embeddings(self) -> Optional[Dict[str, Any]]:
+        more = self.more
+        return None if more is None else more.embeddings
+
+    @embeddings.setter
+    def embeddings(self, value: Optional[Dict[str, Any]]) -> None:
+        if value is not None or self.more is not None:
+            self._side().embeddings = value
+
+    @property
+    def calls_dropped(self) -> int:
+        more = self.more
+        return 0 if more is None else more.calls_dropped
+
+    @calls_dropped.setter
+    def calls_dropped(self, value: int) -> None:
+        if value != 0 or self.more is not None:
+            self._side().calls_dropped = value
+
+    # Why the evidence is incomplete ("root not seen", spans over a cap): never decidable.
+    @property
+    def incomplete(self) -> Optional[List[str]]:
+        more = self.more
+        return None if more is None else more.incomplete
+
+    @incomplete.setter
+    def incomplete(self, value: Optional[List[str]]) -> None:
+        if value is not None or self.more is not None:
+            self._side().incomplete = value
+
+    # Tool results cut to max_argument_bytes (their rules: inconclusive).
+    @property
+    def results_truncated(self) -> int:
+        more = self.more
+        return 0 if more is None else more.results_truncated
+
+    @results_truncated.setter
+    def results_truncated(self, value: int) -> None:
+        if value != 0 or self.more is not None:
+            self._side().results_truncated = value
+
+    # Calls that arrived after the episode closed: safety rules judge them; a liveness rule that
+    # was met without them, and that more calls could break, is no longer a pass.
+    @property
+    def late_calls(self) -> int:
+        more = self.more
+        return 0 if more is None else more.late_calls
+
+    @late_calls.setter
+    def late_calls(self, value: int) -> None:
+        if value != 0 or self.more is not None:
+            self._side().late_calls = value
+
+    @property
+    def unreadable_calls(self) -> int:
+        more = self.more
+        return 0 if more is None else more.unreadable_calls
+
+    @unreadable_calls.setter
+    def unreadable_calls(self, value: int) -> None:
+        if value != 0 or self.more is not None:
+            self._side().unreadable_calls = value
+
+    # A span of the episode ended before it started (the clock stepped back, or hostile times): its
+    # span time (start_ns .. end_ns) may be shorter than the time that passed.
+    @property
+    def time_backwards(self) -> bool:
+        more = self.more
+        return False if more is None else more.time_backwards
+
+    @time_backwards.setter
+    def time_backwards(self, value: bool) -> None:
+        if value or self.more is not None:
+            self._side().time_backwards = value
 
 
 class ModelStep:
