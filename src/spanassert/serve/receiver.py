@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from bisect import bisect_left, insort
-from typing import Any, Dict, List, Optional, Set, TextIO, Tuple
+from typing import Any, Dict, List, Optional, TextIO, Tuple
 
 from ..config.model import Config
 from ..core.assembly import TraceBuffer, feed_trace, lost_markers_unseen
@@ -49,12 +49,39 @@ class _TraceSide:
     requests repeat spans), tool-call start times (a call's position for early messages) and the
     protobuf spans to forward."""
 
-    __slots__ = ("span_ids", "tool_starts", "wire")
+    __slots__ = ("span_ids", "tool_starts", "wire", "others")
 
     def __init__(self) -> None:
-        self.span_ids: Set[str] = set()
+        self.span_ids: Dict[str, SpanRecord] = {}  # span id -> the first span with it
         self.tool_starts: List[int] = []
-        self.wire: Dict[str, Any] = {}
+        self.wire: Dict[int, Any] = {}  # id(record) -> its protobuf span (two spans may share an id)
+        # Spans with an id already seen and other content (judged too), by id; made when one comes.
+        self.others: Optional[Dict[str, List[SpanRecord]]] = None
+
+    def repeated(self, first: SpanRecord, r: SpanRecord) -> bool:
+        """``r`` has the id of ``first``, here already: whether it repeats a span here (a retried
+        request), else remember it. A span with an id already seen and other content is another
+        span (replay judges both: so does serve); dropping it as a retry would let a copy sent
+        first hide a forbidden call."""
+        if _same_span(first, r):
+            return True
+        if self.others is None:
+            self.others = {}
+        copies = self.others.setdefault(r.span_id, [])
+        if any(_same_span(c, r) for c in copies):
+            return True
+        copies.append(r)
+        return False
+
+
+def _same_span(a: SpanRecord, b: SpanRecord) -> bool:
+    """Whether ``b`` repeats ``a`` in everything judging reads (a retried request sends the same)."""
+    return (a.name == b.name and a.parent_span_id == b.parent_span_id and a.start_ns == b.start_ns
+            and a.end_ns == b.end_ns and a.status_code == b.status_code and a.kind == b.kind
+            and a.dropped == b.dropped and a.attributes == b.attributes and a.resource == b.resource
+            and a.status_message == b.status_message and a.scope == b.scope
+            and [(e.name, e.timestamp, e.attributes) for e in a.events]
+            == [(e.name, e.timestamp, e.attributes) for e in b.events])
 
 
 class Receiver:
@@ -414,10 +441,12 @@ class Receiver:
             side = self._sides.get(r.trace_id)
             if side is None:
                 side = self._sides[r.trace_id] = _TraceSide()
-            elif r.span_id in side.span_ids:
+            first = side.span_ids.get(r.span_id)
+            if first is None:
+                side.span_ids[r.span_id] = r
+            elif side.repeated(first, r):
                 self.duplicates += 1  # a retried request: the span is already here
                 continue
-            side.span_ids.add(r.span_id)
             if self._precheck:
                 role = role_of(r.name, r.attributes)
                 if role == ROLE_TOOL:
@@ -439,7 +468,7 @@ class Receiver:
                     except Exception as exc:  # noqa: BLE001 - the assembled check judges it again
                         self.sink.internal_error("serve_precheck", exc)
             if self.forwarder is not None:
-                side.wire[r.span_id] = wire.get((r.trace_id, r.span_id)) if wire is not None else None
+                side.wire[id(r)] = wire.get((r.trace_id, r.span_id)) if wire is not None and first is None else None
             self.buffered_spans += 1
             for trace in self.buffer.add_many((r,), now):  # add(), without a call per span
                 self._feed(trace)
@@ -461,11 +490,11 @@ class Receiver:
     def _feed(self, records: List[SpanRecord]) -> None:
         self.buffered_spans -= len(records)
         side = self._sides.pop(records[0].trace_id, None)
-        marks: Dict[str, List[Violation]] = {}
+        marks: Dict[int, List[Violation]] = {}
 
         def on_outcome(r: SpanRecord, out: SpanOutcome) -> None:
             if out.violations:
-                marks[r.span_id] = out.violations
+                marks[id(r)] = out.violations
 
         try:
             gaps = feed_trace(self.engine, records, on_outcome if self.forwarder is not None else None)
@@ -480,7 +509,7 @@ class Receiver:
             return
         wire = side.wire if side is not None else {}
         for r in records:
-            self._forward_out.append((r, wire.get(r.span_id), marks.get(r.span_id)))
+            self._forward_out.append((r, wire.get(id(r)), marks.get(id(r))))
 
     def _flush_forward(self) -> None:
         """One forwarding request for everything released since the last one."""
