@@ -9,16 +9,19 @@
   docs/), and every documented block that uses it loads (tests/test_readme.py runs them)."""
 from __future__ import annotations
 
+import ast
+import inspect
 import json
 import sys
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Set, Tuple, Type
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple, Type
 
 import pytest
 import yaml
+from native import COMPILED, ran_pure
 from test_readme import YAML_BLOCKS, Block, first_line_marker, rules_text
 
-from spanassert.assertions import ASSERTION_TYPES, EXPECTED_TYPES, Assertion
+from spanassert.assertions import ASSERTION_TYPES, EXPECTED_TYPES, Assertion, BuildContext
 from spanassert.config import load_config
 from spanassert.config.model import Config
 
@@ -26,10 +29,57 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 # -- the contract, statically ---------------------------------------------------------------------
+# Read from the source of the base class, which both builds are made from: a compiled (native) class
+# keeps no __annotations__, and a per-instance attribute is a descriptor on it, its default set by
+# the constructor.
+def _base_declarations(source: Optional[str] = None) -> Dict[str, Tuple[bool, bool]]:
+    """Assertion's class body: name -> (annotated there, given a value there or in Assertion.__init__)."""
+    tree = ast.parse(source if source is not None else BASE_SOURCE.read_text(encoding="utf-8"))
+    [cls] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Assertion"]
+    found: Dict[str, Tuple[bool, bool]] = {}
+    for node in cls.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            found[node.target.id] = (True, node.value is not None)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    found[target.id] = (found.get(target.id, (False, False))[0], True)
+    [init] = [n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
+    for node in ast.walk(init):
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets = [node.target]
+        else:
+            continue
+        for target in targets:
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                found[target.attr] = (found.get(target.attr, (False, False))[0], True)
+    return found
+
+
+BASE_SOURCE = ROOT / "src/spanassert/assertions/base.py"
+
+
+class _OverridesNothing(Assertion):
+    type_name = "trace_overrides_nothing"  # never registered
+
+
 @pytest.mark.parametrize("name", Assertion.CAPABILITIES)
 def test_every_capability_is_a_typed_attribute_of_the_base_class_with_a_default(name: str) -> None:
-    assert name in Assertion.__annotations__, f"Assertion.{name} has no type"
-    assert name in vars(Assertion), f"Assertion.{name} has no default on the base class"
+    annotated, valued = _base_declarations().get(name, (False, False))
+    assert annotated, f"Assertion.{name} has no type"
+    assert valued, f"Assertion.{name} has no default on the base class"
+    getattr(_OverridesNothing("t", 0, {}, BuildContext()), name)  # and a rule built in this build answers it
+
+
+def test_the_declarations_check_sees_an_untyped_or_defaultless_capability() -> None:
+    source = BASE_SOURCE.read_text(encoding="utf-8").replace(
+        "    CAPABILITIES: ClassVar", "    untyped = False\n    typed_only: bool\n    CAPABILITIES: ClassVar", 1)
+    found = _base_declarations(source)
+    assert found["untyped"] == (False, True) and found["typed_only"] == (True, False)
+    assert found["order_free"] == (True, True) and found["test_id"] == (True, True)  # set by __init__
+    assert "made_up" not in found
 
 
 def _all_types() -> List[Tuple[str, Type[Assertion]]]:
@@ -38,10 +88,26 @@ def _all_types() -> List[Tuple[str, Type[Assertion]]]:
 
 
 @pytest.mark.parametrize("where, cls", _all_types(), ids=[w for w, _ in _all_types()])
-def test_a_type_overrides_capabilities_only_with_values_of_the_declared_kind(where: str, cls: Type[Assertion]) -> None:
+def test_a_type_overrides_capabilities_only_with_values_of_the_declared_kind(
+        where: str, cls: Type[Assertion], monkeypatch: pytest.MonkeyPatch) -> None:
     assert issubclass(cls, Assertion) and cls.type_name and cls.doc, where
+    # Every rule of the type the docs build (each executable type has one: the docs test below;
+    # a block naming the examples' toy embedder loads with examples/ on the path).
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    configs = [c for _, c in _documented_configs()] + [
+        load_config(rules_text(b)) for b in YAML_BLOCKS
+        if first_line_marker(b.text, "expect") is None and "embedder" in b.text and cls.type_name in b.text]
+    built = [a for config in configs for t in config.tests for a in t.assertions if type(a) is cls]
+    assert built or not cls.executable, f"{where} is executable but no documented block builds it"
     for name in ("decides_on_close", "order_free", "executable"):
-        assert isinstance(getattr(cls, name), bool), f"{where}: {name} = {getattr(cls, name)!r}"
+        on_class = getattr(cls, name)
+        # A per-instance capability of a native class is its attribute's descriptor on the class
+        # (the default is set when a rule is built): the rules built hold the values.
+        # A type refused at load is never built: nothing reads its per-instance values.
+        assert isinstance(on_class, bool) or (COMPILED and inspect.isdatadescriptor(on_class)), \
+            f"{where}: {name} = {on_class!r}"
+        for a in built:
+            assert isinstance(getattr(a, name), bool), f"{where}: {name} = {getattr(a, name)!r} on a built rule"
     assert cls.scope in ("trace", "unit"), where
 
 
@@ -104,7 +170,18 @@ def _spy(cls: Type[Assertion]) -> Type[Assertion]:
     return type(cls.__name__, (cls,), {"__getattribute__": __getattribute__})
 
 
-def _documented_configs() -> Iterator[Tuple[Block, Config]]:
+def _documented_configs() -> List[Tuple[Block, Config]]:
+    """Every documented rules file that loads (but those needing an embedder), loaded once per run:
+    a test that changes a rule (a spy) takes its own copy with :func:`_documented_configs_fresh`."""
+    if not _CONFIGS:
+        _CONFIGS.extend(_documented_configs_fresh())
+    return list(_CONFIGS)
+
+
+_CONFIGS: List[Tuple[Block, Config]] = []
+
+
+def _documented_configs_fresh() -> Iterator[Tuple[Block, Config]]:
     for block in YAML_BLOCKS:
         if first_line_marker(block.text, "expect") is not None or "embedder" in block.text:
             continue
@@ -119,7 +196,9 @@ def _tools_of(config: Config) -> List[str]:
     return sorted(names)
 
 
-def test_the_engine_reads_only_declared_attributes_of_an_assertion(tmp_path: Path) -> None:
+def test_the_engine_reads_only_declared_attributes_of_an_assertion(tmp_path: Path, request: Any) -> None:
+    if ran_pure(request):
+        return  # a property of the source: compiled code reads native attributes without asking Python
     from livekit import Rig
 
     from spanassert.core.engine import Engine, Sink
@@ -129,7 +208,7 @@ def test_the_engine_reads_only_declared_attributes_of_an_assertion(tmp_path: Pat
 
     _READ.clear()
     ran = 0
-    for block, config in _documented_configs():
+    for block, config in _documented_configs_fresh():
         for t in config.tests:
             for a in t.assertions:
                 a.__class__ = _spy(type(a))

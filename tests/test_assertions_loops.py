@@ -166,10 +166,10 @@ def test_repeats_and_cycles_are_reported_where_a_naive_count_over_the_whole_list
 def test_calls_whose_keys_collide_can_only_make_the_rule_fail_never_pass(
         calls: List[Tuple[str, int]], maximum: int, window: Optional[int], buckets: int) -> None:
     """trace_no_repeat counts 64-bit keyed hashes (values.canonical_key), not the values: two different
-    calls may share a key. Forcing keys to collide (a few buckets) never removes a failure: wherever
-    the exact keys fail the rule, the colliding ones fail it at that call or earlier."""
+    calls may share a key. Forcing keys to collide (a few buckets: the rule's key_of) never removes a
+    failure: wherever the exact keys fail the rule, the colliding ones fail it at that call or earlier."""
     from spanassert.assertions import loops
-    from spanassert.assertions.values import canonical_bytes
+    from spanassert.assertions.values import canonical_bytes, canonical_key
 
     spec: Dict[str, Any] = {"type": "trace_no_repeat", "max": maximum, "cycle_length": 0}
     if window is not None:
@@ -177,10 +177,14 @@ def test_calls_whose_keys_collide_can_only_make_the_rule_fail_never_pass(
             return  # refused at load: it cannot fail
         spec["window"] = window
     episode = [ok(n, {"q": a}) for n, a in calls]
-    exact = drive(spec, episode)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(loops, "canonical_key", lambda v: bytes([sum(canonical_bytes(v)) % buckets]) * loops._DIGEST_SIZE)
-        coarse = drive(spec, episode)
+    rule = build(spec)
+    assert rule.key_of is canonical_key  # type: ignore[attr-defined]  # a NoRepeatAssertion
+    exact = drive(rule, episode)
+    rule = build(spec)
+    rule.key_of = lambda v: bytes([sum(canonical_bytes(v)) % buckets]) * loops._DIGEST_SIZE  # type: ignore[attr-defined]
+    coarse = drive(rule, episode)
+    if buckets == 1 and len(episode) > maximum:
+        assert coarse.verdict == Verdict.FAILED  # one key for every call: the rule counts by key_of
     if exact.failures:
         assert coarse.failures and coarse.failures[0].position <= exact.failures[0].position
         assert coarse.verdict == Verdict.FAILED

@@ -31,17 +31,14 @@ def agent(t, name, **attrs):
     return t.start_as_current_span(f"invoke_agent {name}", attributes=a)
 
 
-def test_nested_agents_stay_in_the_outer_episode_and_calls_record_their_nearest_agent():
-    results, calls = [], []
-    rig = Rig(build_config([MUST, MUST_NOT]), on_episode=results.append)
-    orig = rig.processor.engine._start_call
+def test_nested_agents_stay_in_the_outer_episode_and_calls_record_their_nearest_agent(monkeypatch):
+    from faults import CALLS as calls
+    from faults import add_rule_types
 
-    def spy(ep, tool_name, *a, **k):
-        c = orig(ep, tool_name, *a, **k)
-        calls.append((c.name, c.agent, c.index))
-        return c
-
-    rig.processor.engine._start_call = spy
+    add_rule_types(monkeypatch)  # test_records_calls: each call as the engine recorded it at its start
+    results = []
+    rig = Rig(build_config([MUST, MUST_NOT, {"id": "calls", "assertions": [{"type": "test_records_calls"}]}]),
+              on_episode=results.append)
     t = rig.tracer
     with t.start_as_current_span("POST /chat"):
         with agent(t, "triage"):
@@ -55,7 +52,7 @@ def test_nested_agents_stay_in_the_outer_episode_and_calls_record_their_nearest_
     r = results[0]
     assert r.root_name == "invoke_agent triage" and r.agent == "triage"
     assert calls == [("search", "triage", 0), ("lookup_order", "billing", 1)]
-    assert r.test_verdicts() == {"must-lookup": Verdict.PASSED, "no-delete": Verdict.PASSED}
+    assert r.test_verdicts() == {"must-lookup": Verdict.PASSED, "no-delete": Verdict.PASSED, "calls": Verdict.PASSED}
 
 
 def test_without_agent_span_the_local_trace_root_is_the_episode_root():

@@ -13,18 +13,15 @@ from hypothesis import strategies as st
 
 from spanassert.core.episode import Episode
 from spanassert.core.model import ToolCall
+from spanassert.core.plan import Plan
 
 _IDS = st.sampled_from(["a", "b", "c", "d", "e"])
 _OPS = st.lists(st.tuples(st.sampled_from(["add", "pop", "get", "has", "call", "end"]), _IDS,
                           st.sampled_from([None, "agent-1", "agent-2"])), max_size=40)
 
 
-class _Plan:
-    slots: List[object] = []  # no rules: only the episode's own structures are exercised
-
-
 def _episode() -> Episode:
-    return Episode("k", "t", _Plan(), 0)  # type: ignore[arg-type]  # a plan without rules
+    return Episode("k", "t", Plan([], []), 0)  # a plan without rules: only the episode's own structures
 
 
 @settings(max_examples=300, deadline=None)

@@ -2,11 +2,13 @@
 caught, counted, and the span still exported; the span's evidence is then missing from its episode,
 so the episode closes with its evidence incomplete: a rule the lost span could have broken ends
 `inconclusive`, never `passed`, and failures found stand. (Serve abandons such a trace; replay stops
-with an internal error.) The fault is injected into the real engine under the real SDK."""
+with an internal error.) The fault is injected where the processor calls the real engine, under the
+real SDK (tests/faults.py: the processor's engine with chosen calls raising; a rule that raises at
+close), which holds for a compiled engine as for the pure one."""
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 import pytest
 from opentelemetry import trace as api
@@ -14,7 +16,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-import spanassert.core.calls as calls
+from faults import add_rule_types, install, span_named
+
 from spanassert import AssertionSpanProcessor
 from spanassert.config import load_config
 from spanassert.core.episode import INCOMPLETE_JUDGING_FAILED, INCOMPLETE_OPENING_NOT_JUDGED
@@ -33,11 +36,12 @@ tests:
 """
 
 
-def _run(background: bool) -> Dict[str, Any]:
+def _run(background: bool, fault: Optional[Callable[[Any], Any]] = None) -> Dict[str, Any]:
     episodes: List[Any] = []
     mem = InMemorySpanExporter()
     proc = AssertionSpanProcessor(load_config(RULES), export=SimpleSpanProcessor(mem), tick_interval=0,
                                   background=background, on_episode=episodes.append)
+    faulty = fault(proc) if fault else None
     tp = TracerProvider()
     tp.add_span_processor(proc)
     t = tp.get_tracer("fault")
@@ -56,18 +60,15 @@ def _run(background: bool) -> Dict[str, Any]:
     tp.shutdown()
     assert len(mem.get_finished_spans()) == 4  # every span still exported
     assert len(episodes) == 1
+    assert faulty is None or faulty.raised, "the fault was never injected"
     return {"verdicts": {r.test_id: r.verdict.value for r in episodes[0].results},
             "incomplete": episodes[0].incomplete}
 
 
 @pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
-def test_a_span_whose_end_could_not_be_judged_leaves_no_pass_it_could_have_broken(
-        monkeypatch: Any, background: bool) -> None:
-    def broken(*a: Any, **k: Any) -> Any:
-        raise RuntimeError("injected: a model step's end could not be read")
-
-    monkeypatch.setattr(calls, "step_usage", broken)
-    got = _run(background)
+def test_a_span_whose_end_could_not_be_judged_leaves_no_pass_it_could_have_broken(background: bool) -> None:
+    got = _run(background, lambda proc: install(proc, ("end_span",), span_named("chat m"),
+                                                "injected: a model step's end could not be read"))
     # The step's 5,000 tokens were never counted: tokens and steps may not pass (before: tokens
     # `not_applicable`, steps `passed`). The calls were judged: their failures stand.
     assert got["verdicts"] == {"tokens": "inconclusive", "steps": "inconclusive", "no-delete": "failed",
@@ -76,17 +77,12 @@ def test_a_span_whose_end_could_not_be_judged_leaves_no_pass_it_could_have_broke
 
 
 @pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
-def test_a_tool_span_whose_start_could_not_be_judged_does_not_leave_its_rules_passed(
-        monkeypatch: Any, background: bool) -> None:
-    real = calls.CallsAndSteps._start_call
-
-    def broken(self: Any, ep: Any, tool: str, *a: Any, **k: Any) -> Any:
-        if tool == "delete_database":
-            raise RuntimeError("injected: a tool call's start could not be judged")
-        return real(self, ep, tool, *a, **k)
-
-    monkeypatch.setattr(calls.CallsAndSteps, "_start_call", broken)
-    got = _run(background)
+def test_a_tool_span_whose_start_could_not_be_judged_does_not_leave_its_rules_passed(background: bool) -> None:
+    # Each delete_database span: its start raises (and its end, where the engine would record the
+    # call it never saw start).
+    got = _run(background, lambda proc: install(proc, ("start_span", "end_span"),
+                                                span_named("execute_tool delete_database"),
+                                                "injected: a tool call's start could not be judged"))
     # Before: no-delete and no-repeat `passed` though delete_database was called twice.
     assert got["verdicts"] == {"tokens": "failed", "steps": "inconclusive", "no-delete": "inconclusive",
                                "no-repeat": "inconclusive"}, got
@@ -110,11 +106,13 @@ tests:
 """
 
 
-def _agent_run(rules: str, background: bool, late: bool = False) -> List[Any]:
+def _agent_run(rules: str, background: bool, late: bool = False,
+               fault: Optional[Callable[[Any], Any]] = None) -> List[Any]:
     """An agent `support` calls lookup (and, with ``late``, delete_database after it ended)."""
     episodes: List[Any] = []
     proc = AssertionSpanProcessor(load_config(rules), export=SimpleSpanProcessor(InMemorySpanExporter()),
                                   tick_interval=0, background=background, on_episode=episodes.append)
+    faulty = fault(proc) if fault else None
     tp = TracerProvider()
     tp.add_span_processor(proc)
     t = tp.get_tracer("fault")
@@ -130,6 +128,7 @@ def _agent_run(rules: str, background: bool, late: bool = False) -> List[Any]:
             "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "delete_database"}).end()
     assert proc.force_flush(30_000)
     tp.shutdown()
+    assert faulty is None or faulty.raised, "the fault was never injected"
     return episodes
 
 
@@ -141,22 +140,10 @@ def _final(episodes: List[Any]) -> Dict[str, Any]:
 
 
 @pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
-def test_the_span_that_would_open_the_episode_could_not_be_judged_leaves_no_pass(
-        monkeypatch: Any, background: bool) -> None:
-    import spanassert.mapping.mapper as mapper
-
-    real = mapper.Mapper.agent_name
-    raised: List[int] = []
-
-    def broken(self: Any, *a: Any, **k: Any) -> Any:
-        if not raised:
-            raised.append(1)
-            raise RuntimeError("injected: the agent span's start could not be judged")
-        return real(self, *a, **k)
-
-    monkeypatch.setattr(mapper.Mapper, "agent_name", broken)
-    got = _final(_agent_run(MATCHED_RULES, background))
-    assert raised
+def test_the_span_that_would_open_the_episode_could_not_be_judged_leaves_no_pass(background: bool) -> None:
+    got = _final(_agent_run(MATCHED_RULES, background, fault=lambda proc: install(
+        proc, ("start_span",), span_named("invoke_agent support", nth=1),
+        "injected: the agent span's start could not be judged")))
     # Before: the episode opened at the lookup call without the agent: support-no-lookup
     # `not_applicable` (its `match` names the lost span's agent), steps, final and no-delete `passed`,
     # nothing incomplete.
@@ -164,21 +151,15 @@ def test_the_span_that_would_open_the_episode_could_not_be_judged_leaves_no_pass
                                "support-no-lookup": "inconclusive"}, got
     assert got["incomplete"] == [INCOMPLETE_OPENING_NOT_JUDGED]
     # The same run without the fault: the agent's rule fails, the others pass.
-    monkeypatch.setattr(mapper.Mapper, "agent_name", real)
     clean = _final(_agent_run(MATCHED_RULES, background))
     assert clean["verdicts"] == {"support-no-lookup": "failed", "steps": "passed", "final": "passed",
                                  "no-delete": "passed"}, clean
 
 
 @pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
-def test_a_late_span_that_could_not_be_judged_amends_its_closed_episode(monkeypatch: Any, background: bool) -> None:
-    real = calls.CallsAndSteps._late_call
-
-    def broken(self: Any, *a: Any, **k: Any) -> Any:
-        raise RuntimeError("injected: a late call could not be judged")
-
-    monkeypatch.setattr(calls.CallsAndSteps, "_late_call", broken)
-    episodes = _agent_run(MATCHED_RULES, background, late=True)
+def test_a_late_span_that_could_not_be_judged_amends_its_closed_episode(background: bool) -> None:
+    episodes = _agent_run(MATCHED_RULES, background, late=True, fault=lambda proc: install(
+        proc, ("end_span",), span_named("execute_tool delete_database"), "injected: a late call could not be judged"))
     got = _final(episodes)
     # Before: the closed episode's results stood (no-delete `passed`) though delete_database was
     # called after it closed and that call was never judged.
@@ -186,7 +167,6 @@ def test_a_late_span_that_could_not_be_judged_amends_its_closed_episode(monkeypa
     assert got["verdicts"]["support-no-lookup"] == "failed", got
     assert INCOMPLETE_JUDGING_FAILED in (got["incomplete"] or [])
     assert episodes[-1].amendment
-    monkeypatch.setattr(calls.CallsAndSteps, "_late_call", real)
     clean = _final(_agent_run(MATCHED_RULES, background, late=True))
     assert clean["verdicts"]["no-delete"] == "failed", clean
 
@@ -194,13 +174,9 @@ def test_a_late_span_that_could_not_be_judged_amends_its_closed_episode(monkeypa
 @pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
 def test_a_rule_whose_decision_at_close_raises_is_inconclusive_and_the_others_are_decided(
         monkeypatch: Any, background: bool) -> None:
-    from spanassert.assertions.ending import FinalToolAssertion
-
-    def broken(self: Any, *a: Any, **k: Any) -> Any:
-        raise RuntimeError("injected: a rule's decision at close raised")
-
-    monkeypatch.setattr(FinalToolAssertion, "on_close", broken)
-    episodes = _agent_run(MATCHED_RULES, background)
+    add_rule_types(monkeypatch)  # `final` is a rule whose on_close raises
+    episodes = _agent_run(MATCHED_RULES.replace("{type: trace_final_tool, tool: lookup}", "{type: test_raises_at_close}"),
+                          background)
     got = _final(episodes)
     # Before: the root's end raised out of the close; the episode stayed open and closed again at
     # shutdown, raising again: no result at all for it (and none for any other episode still open).

@@ -108,15 +108,13 @@ def test_wrapped_exporter_raising_never_reaches_the_app_and_other_spans_still_fl
     assert p.telemetry is not None
 
 
-def test_engine_failure_is_caught_and_spans_still_flow(monkeypatch):
+def test_engine_failure_is_caught_and_spans_still_flow():
+    from faults import install
+
     rig = Rig(build_config(RULES))
-
-    def broken(*a, **k):
-        raise ValueError("engine bug")
-
-    monkeypatch.setattr(rig.processor.engine, "start_span", broken)
-    monkeypatch.setattr(rig.processor.engine, "end_span", broken)
+    faulty = install(rig.processor, ("start_span", "end_span"), lambda *a: True, "engine bug")
     for _ in run_agent(rig, ["delete_database"]):
         pass
+    assert len(faulty.raised) >= 2
     assert len(rig.exporter.get_finished_spans()) == 2
     assert rig.total("spanassert.internal_errors") >= 2

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import random
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
 
 from spanassert.assertions import sensitive
 from spanassert.config import load_config
+from spanassert.config.model import Config
 from spanassert.core.assembly import feed_trace
 from spanassert.core.engine import Engine, Sink
 from spanassert.core.model import CloseReason, SpanRecord
@@ -88,11 +89,16 @@ def _root(end: int) -> SpanRecord:
                       attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "planner"})
 
 
-def _judge(records: List[SpanRecord], early: bool) -> Tuple[_Recording, Engine, List[Any]]:
+def _judge(records: List[SpanRecord], early: bool,
+           prepare: Optional[Callable[[Config], None]] = None) -> Tuple[_Recording, Engine, List[Any]]:
     """The trace as serve judges it (each tool span checked on arrival, keeping what it computed,
-    then the assembled trace), or as replay does (``early=False``)."""
+    then the assembled trace), or as replay does (``early=False``). ``prepare``: given the loaded
+    rules before the engine is made."""
     sink = _Recording()
-    engine = Engine(load_config(RULES), sink)
+    config = load_config(RULES)
+    if prepare is not None:
+        prepare(config)
+    engine = Engine(config, sink)
     found: List[Any] = []
     if early:
         for r in records:  # precheck passes over what is not a tool span
@@ -151,21 +157,26 @@ def test_a_bare_value_bound_in_the_episode_is_scanned_again_not_taken_from_the_e
     assert served.violations == replayed.violations and served.episodes == replayed.episodes
 
 
-def test_the_assembled_pass_scans_each_kept_text_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_assembled_pass_scans_each_kept_text_once() -> None:
     seen: List[Any] = []
-    real = sensitive.cleared_as_recorded
 
-    def counting(raw: Any, scan_with: Any) -> bool:
-        seen.append(raw)
-        return real(raw, scan_with)
+    def counting(config: Config) -> None:
+        [rule] = [a for t in config.tests for a in t.trace_assertions
+                  if isinstance(a, sensitive.NoSensitiveDataAssertion)]
+        assert rule.clears_whole is sensitive.cleared_as_recorded
 
-    monkeypatch.setattr(sensitive, "cleared_as_recorded", counting)
+        def clears_whole(raw: Any, scan_with: Any) -> bool:
+            seen.append(raw)
+            return sensitive.cleared_as_recorded(raw, scan_with)
+
+        rule.clears_whole = clears_whole
+
     records = [_tool(2, "search", json.dumps({"q": "flights"}), start=10, result="ok"),
                _tool(3, "deploy", json.dumps({"env": "staging"}), start=3000), _step(define=False), _root(6001)]
-    _judge(records, early=False)
+    _judge(records, early=False, prepare=counting)
     without = len(seen)
     seen.clear()
-    served, engine, _ = _judge(records, early=True)
+    served, engine, _ = _judge(records, early=True, prepare=counting)
     # Replay scans the arguments at each call's start and the result at its end; the early check
     # scans both at the end, and the assembled pass takes those scans instead of repeating them.
     assert without == 3 and len(seen) == 3  # two arguments, one result: 6 without the kept scans

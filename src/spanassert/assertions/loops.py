@@ -18,7 +18,7 @@ Two ways an agent goes round in circles, both judged incrementally:
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Deque, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, Union
 
 from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, Assertion, BuildContext, Field
@@ -127,6 +127,9 @@ class NoRepeatAssertion(Assertion):
         self._periods = tuple(range(2, self.cycle_length + 1))
         self.select_calls(selector)
         self.needs = frozenset((NEED_ARGUMENTS,))
+        # What a call is counted by: values.canonical_key of (tool, arguments). An attribute so that a
+        # test can give colliding keys (tests/test_assertions_loops.py); the product never changes it.
+        self.key_of: Callable[[Any], bytes] = canonical_key
 
     def ineffective_reason(self) -> Optional[str]:
         why = unreachable(self.max)
@@ -203,7 +206,7 @@ class NoRepeatAssertion(Assertion):
             state.undecided += 1
             return None
         state.checked += 1
-        key = canonical_key([call.name, call.arguments])
+        key = self.key_of([call.name, call.arguments])
         recent = state.recent
         if isinstance(recent, bytearray):
             # The ring's places in use hold the digests of the last min(checked, window) calls.

@@ -55,6 +55,12 @@ from .results import EpisodeResult, Violation
 _clock = time.perf_counter
 
 
+def _overrides(sink: Sink, method: str) -> bool:
+    """Whether ``sink``'s class replaces ``Sink``'s (do-nothing) ``method``. Compared on the classes:
+    a method of a compiled (native) Sink, bound to an instance, has no ``__func__`` to compare."""
+    return getattr(type(sink), method) is not getattr(Sink, method)
+
+
 class Engine(EarlyCheck, EpisodeLifecycle):
     """Episodes, bounds and verdicts for one rules file (see the module docstring)."""
 
@@ -63,11 +69,10 @@ class Engine(EarlyCheck, EpisodeLifecycle):
         self.config = config
         self.sink = sink or Sink()
         # Sink.tool_called as the engine calls it at every call: None when it does nothing.
-        told = self.sink.tool_called
-        self.tool_called = None if getattr(told, "__func__", None) is Sink.tool_called else told
+        self.tool_called = self.sink.tool_called if _overrides(self.sink, "tool_called") else None
         # Whether the sink records each episode's evaluation time (Sink.evaluated does something):
         # only then are span starts and ends timed.
-        self.timed = getattr(self.sink.evaluated, "__func__", None) is not Sink.evaluated
+        self.timed = _overrides(self.sink, "evaluated")
         self.mapper = mapper or Mapper(config.mappings)
         es = config.episodes
         self.by_trace_key = es.by_trace
