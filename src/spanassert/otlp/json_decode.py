@@ -231,7 +231,8 @@ def decode_any(v: Any, path: str) -> Any:
 
 
 def decode_attributes(kvs: Any, path: str) -> Dict[str, Any]:
-    """A list of KeyValue. A repeated key keeps its last value, as the SDK would."""
+    """A list of KeyValue. A repeated key keeps its last value, as the SDK would (a span's repeated
+    keys are counted as dropped: see :func:`repeated_keys`)."""
     out: Dict[str, Any] = {}
     for i, kv in enumerate(_array(kvs, "attributes", path)):
         where = f"{path}[{i}]"
@@ -321,7 +322,7 @@ def _fast_span(s: Dict[str, Any], trace_id: str, resource: Dict[str, Any], scope
         raise KeyError("startTimeUnixNano")  # absent, null or under its proto name: the careful path decides
     rec.start_ns = int(start)
     rec.end_ns = int(end)
-    rec.attributes = _fast_attributes(attrs) if attrs else {}
+    rec.attributes = attributes = _fast_attributes(attrs) if attrs else {}
     rec.status_code = code
     rec.status_message = message
     rec.events = events
@@ -333,6 +334,8 @@ def _fast_span(s: Dict[str, Any], trace_id: str, resource: Dict[str, Any], scope
     # Absent (nearly every span) is none dropped; any value present is read as the other readers
     # read it (a hostile false, "", 0.0 or [] as one dropped, never as none).
     rec.dropped = 0 if da is None and de is None and not event_drops else dropped_count(da, de, event_drops)
+    if attrs and len(attrs) != len(attributes):
+        rec.dropped += len(attrs) - len(attributes)  # a repeated key (see repeated_keys)
     return rec
 
 
@@ -356,6 +359,8 @@ def _careful_span(s: Any, path: str, resource: Dict[str, Any], scope: str, sourc
                 decode_attributes(_field(e, "attributes"), f"{where}.attributes"),
             )
         )
+    raw_attributes = _field(s, "attributes")
+    attributes = decode_attributes(raw_attributes, f"{path}.attributes")
     return SpanRecord(
         trace_id=trace_id or "",
         span_id=span_id or "",
@@ -364,15 +369,26 @@ def _careful_span(s: Any, path: str, resource: Dict[str, Any], scope: str, sourc
         kind=_enum(_field(s, "kind"), _SPAN_KINDS, "kind", path),
         start_ns=_integer(_field(s, "startTimeUnixNano"), "startTimeUnixNano", path),
         end_ns=_integer(_field(s, "endTimeUnixNano"), "endTimeUnixNano", path),
-        attributes=decode_attributes(_field(s, "attributes"), f"{path}.attributes"),
+        attributes=attributes,
         status_code=_enum(_field(status, "code"), _STATUS_CODES, "status.code", path),
         status_message=_string(_field(status, "message"), "status.message", path),
         events=events or NO_EVENTS,
         resource=resource,
         scope=scope,
         source=source,
-        dropped=dropped_count(_field(s, "droppedAttributesCount"), _field(s, "droppedEventsCount")) + event_drops,
+        dropped=dropped_count(_field(s, "droppedAttributesCount"), _field(s, "droppedEventsCount")) + event_drops
+        + repeated_keys(raw_attributes, attributes),
     )
+
+
+def repeated_keys(kvs: Any, attributes: Dict[str, Any]) -> int:
+    """How many entries of a span's attribute list repeat a key (``attributes``: the list decoded,
+    each key keeping its last value). The SDK never exports a key twice; a producer that does says
+    two things under one key (`gen_ai.tool.name` `delete_database`, then `search`), and a Collector
+    policy reads the first where spanassert reads the last: counted as dropped attributes, so the
+    span's episode is incomplete (no rule the other value could break ends `passed`)."""
+    n = len(kvs) if type(kvs) is list else 0
+    return n - len(attributes) if n > len(attributes) else 0
 
 
 def _resource_spans_of(obj: Any) -> List[Any]:

@@ -113,7 +113,8 @@ def records_from_proto(msg: Any, source: str, *, errors: Optional[List[SpanDecod
                         rec.kind = s.kind
                         rec.start_ns = s.start_time_unix_nano
                         rec.end_ns = s.end_time_unix_nano
-                        rec.attributes = decode_attributes_proto(s.attributes)
+                        kvs = s.attributes
+                        rec.attributes = attributes = decode_attributes_proto(kvs)
                         rec.status_code = status.code
                         rec.status_message = status.message
                         rec.events = events
@@ -123,6 +124,8 @@ def records_from_proto(msg: Any, source: str, *, errors: Optional[List[SpanDecod
                         rec.dropped = s.dropped_attributes_count + s.dropped_events_count
                         if events:
                             rec.dropped += sum(e.dropped_attributes_count for e in s.events)
+                        if len(kvs) != len(attributes):
+                            rec.dropped += len(kvs) - len(attributes)  # a repeated key (json_decode.repeated_keys)
                         append(rec)
                         continue
                     except RecursionError:
