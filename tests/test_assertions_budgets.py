@@ -75,6 +75,7 @@ def test_unknown_model_or_price_is_inconclusive_unless_a_default_price_applies()
     ("{type: trace_max_cost, max: 1, prices: {m: {input: 0, output: 0}}}", "every price is 0"),
     ("{type: trace_max_tokens, max: 4294967295}", "no episode reaches"),
     ("{type: trace_max_duration, max: .inf}", "infinite"),
+    ("{type: trace_max_cost, max: .inf, default_price: {input: 1, output: 1}}", "infinite"),  # loaded before
 ])
 def test_budgets_that_cannot_fail_are_refused(rule: str, why: str) -> None:
     with pytest.raises(ConfigError) as info:

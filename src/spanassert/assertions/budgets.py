@@ -152,7 +152,7 @@ class MaxCostAssertion(_StepBudget):
         "OpenLLMetry equivalents), looked up in `prices`, else `default_price`. A safety rule: it fails "
         "at the step that goes over, once per episode. Inconclusive when a step's token counts, model "
         "or price are unknown, or when the episode closed before it finished; not applicable when no "
-        "model step ended. Prices that make every step free, or no price at all, are refused."
+        "model step ended. An infinite `max`, prices that make every step free, or no price at all, are refused."
     )
     fields = {
         "max": Field({"type": "number", "minimum": 0}, required=True, doc="Most cost allowed per episode."),
@@ -168,6 +168,8 @@ class MaxCostAssertion(_StepBudget):
 
     def ineffective_reason(self) -> Optional[str]:
         every = list(self.prices.values()) + ([self.default_price] if self.default_price else [])
+        if math.isinf(self.max):
+            return "`max` is infinite, so no episode costs more"
         if not every:
             return "neither `prices` nor `default_price` is given, so no step has a cost"
         if all(p["input"] == 0 and p["output"] == 0 for p in every):
