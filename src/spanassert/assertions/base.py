@@ -31,6 +31,7 @@ import re
 from typing import Any, ClassVar, Dict, FrozenSet, List, Mapping, Optional, Pattern, Tuple
 
 from ..core.model import MISSING, EpisodeView, Failure, ModelStep, Outcome, ToolCall, Verdict
+from ..core.native import mypyc_attr
 from .regex_risk import W_CFG_REGEX_BACKTRACKING, backtracking_risk
 
 # What an assertion may need from a call or an episode. When a rule needs data the instrumentation
@@ -108,6 +109,7 @@ def _draft7_meta() -> Any:
     return jsonschema.Draft7Validator
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # subclassed by code that is not compiled (see core.native)
 class BuildContext:
     """What the loader gives an assertion while it is built. The loader subclasses this and turns
     ``error``/``warn`` into positioned diagnostics; this base is enough for tests."""
@@ -231,6 +233,7 @@ def _field_below(field: str, path: Any) -> str:
     return out
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # subclassed by code that is not compiled (see core.native)
 class Assertion:
     """Base class of every assertion type (see the module docstring).
 

@@ -15,6 +15,7 @@ from typing import Any, Dict, Optional
 
 from ..core.durations import DURATION_PATTERN, format_seconds, parse_duration
 from ..core.model import CONTENT_OK, STATUS_ERROR, STATUS_UNKNOWN, EpisodeView, Failure, Outcome, ToolCall
+from ..core.native import mypyc_attr
 from .base import (  # call_ref is re-exported
     EVIDENCE_ARGUMENTS,
     NEED_ARGUMENTS,
@@ -246,6 +247,7 @@ def every_call_outcome(state: EveryCallState, episode: EpisodeView, subject: str
     return Outcome.passed(f"all {state.checked} {subject} {what}")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # subclassed by code that is not compiled (see core.native)
 class EveryCallAssertion(Assertion):
     """Base of the rules that judge every selected call on its own ("every call of X must P"):
     ``trace_tool_status``, ``trace_tool_duration``, ``trace_args_valid``, ``trace_tool_result`` and

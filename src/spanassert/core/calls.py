@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..assertions.base import NEED_ARGUMENTS
-from ..mapping import Mapper
 from ..mapping.usage import step_usage
 from .episode import (
     MAX_TOOL_DEFINITIONS,
@@ -25,6 +24,7 @@ from .episode import (
     SpanOutcome,
     give_call,
 )
+from .lifecycle import EpisodeLifecycle
 from .model import (
     CONTENT_OK,
     CONTENT_UNPARSABLE,
@@ -33,9 +33,9 @@ from .model import (
     call_status,
     decode_content,
 )
-from .plan import Plans, Slot, ToolPlan
+from .plan import Slot, ToolPlan
 from .results import Violation
-from .verdicts import Verdicts, violation_of
+from .verdicts import violation_of
 
 MAX_TOOL_NAMES = 4096  # distinct tool names the engine keeps one string of (names come from spans)
 
@@ -71,11 +71,9 @@ def _reuse_precheck(prechecked: Dict[str, Dict[str, ToolCall]], call: ToolCall) 
         call._result, call._result_state = early._result, early._result_state
 
 
-class CallsAndSteps(Verdicts):
+class CallsAndSteps(EpisodeLifecycle):
     """What tool calls and model steps do to an episode's rules (see the module docstring)."""
 
-    mapper: Mapper
-    plans: Plans
     max_in_flight: int
     max_arg_bytes: int
     truncated_results: int

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from .native import mypyc_attr
+
 
 class Diagnostic:
     """One problem found in a rules file (or an input file). Errors are data: code, position, fix."""
@@ -59,6 +61,7 @@ class Diagnostic:
         return f"Diagnostic({self.code}, {self.message!r}, line={self.line})"
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # subclassed by code that is not compiled (see core.native)
 class ConfigError(Exception):
     """A rules file that cannot be used. ``diagnostics`` lists every problem found, not just the first."""
 

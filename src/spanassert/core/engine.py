@@ -11,10 +11,12 @@ is given to assertions only at its end, everywhere, so that a replay (which know
 once) shows the assertions exactly what the live processor saw.
 
 Not thread-safe: callers serialise access (the processor holds one lock around it).
-The engine is split by job (one class, its methods in mixins): :mod:`.plan` (which rules apply, and
-which of them a call of a tool touches), :mod:`.episode` (the episode record, the sink, the dispatch
-loop), :mod:`.lifecycle` (opening, reopening, closing episodes), :mod:`.calls` (tool calls, model
-steps, late calls, the receiver's early check) and :mod:`.verdicts` (failures, closes, amendments).
+The engine is split by job (one class, its methods in a line of base classes, one per module:
+single inheritance, which a compiled build's native classes need): :mod:`.plan` (which rules apply,
+and which of them a call of a tool touches), :mod:`.episode` (the episode record, the sink, the
+dispatch loop), and ``Engine`` < :mod:`.precheck` (the receiver's early check) < :mod:`.calls` (tool
+calls, model steps, late calls) < :mod:`.lifecycle` (opening, reopening, closing episodes) <
+:mod:`.verdicts` (failures, closes, amendments).
 This module holds the engine's state and its two entry points, :meth:`Engine.start_span` and
 :meth:`Engine.end_span`.
 
@@ -46,7 +48,7 @@ from .episode import (
     Sink,
     SpanOutcome,
 )
-from .lifecycle import FAR_FUTURE, EpisodeLifecycle
+from .lifecycle import FAR_FUTURE
 from .model import CloseReason, ToolCall
 from .plan import Plans
 from .precheck import EarlyCheck
@@ -61,7 +63,7 @@ def _overrides(sink: Sink, method: str) -> bool:
     return getattr(type(sink), method) is not getattr(Sink, method)
 
 
-class Engine(EarlyCheck, EpisodeLifecycle):
+class Engine(EarlyCheck):
     """Episodes, bounds and verdicts for one rules file (see the module docstring)."""
 
     def __init__(self, config: Config, sink: Optional[Sink] = None, mapper: Optional[Mapper] = None) -> None:

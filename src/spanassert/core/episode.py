@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import AbstractSet, Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
 from .model import NO_IDS, EpisodeView, Failure, ModelStep, ToolCall
+from .native import mypyc_attr, trait
 from .plan import Plan, Slot
 from .results import EpisodeResult, Violation
 
@@ -52,6 +53,7 @@ PENDING_PREFIX = "pending:"  # a guard's pending call's placeholder span id (no 
 NO_SPAN: Any = object()  # Episode.span1 when it holds no span (equal to no span id)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # subclassed by code that is not compiled (see core.native)
 class Sink:
     """Receives what the engine decides. The default does nothing; front doors override."""
 
@@ -114,6 +116,7 @@ class SpanOutcome:
         self.episode = episode
 
 
+@trait
 class StateHolder:
     """One state per rule of a plan, made on first use, and the first failure of each rule: an
     episode's (:class:`Episode`), or the receiver's throwaway ones for one span
