@@ -406,3 +406,46 @@ def test_a_plain_span_that_lost_events_marks_its_episode_live_as_replay_does(
     replay_many([config], read_spans([str(path)], on_issue=report.issues.append), reports=[report])
     assert {r.test_id: r.verdict.value for ep in report.episodes for r in ep.results} == live
     assert report.episodes[0].incomplete == episodes[0].incomplete
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
+def test_live_counts_a_lossy_trace_that_no_episode_follows(background: bool) -> None:
+    """Live has no run to mark when every GenAI marker of an agent run was evicted (no episode
+    opens; replay and serve then pass nothing, review10): the processor counts such a trace once,
+    ``spanassert.overflows{spanassert.kind=trace_dropped_before_episode}``. Before: nothing said it
+    was there. A lossy plain span inside an episode is no such trace (the episode is marked)."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from spanassert.live.processor import OVERFLOW_DROPPED_BEFORE_EPISODE
+
+    def run(plays: List[Any]) -> Dict[Any, int]:
+        reader = InMemoryMetricReader()
+        proc = AssertionSpanProcessor(load_config(RULES), export=SimpleSpanProcessor(InMemorySpanExporter()),
+                                      tick_interval=0, background=background,
+                                      meter_provider=MeterProvider(metric_readers=[reader]))
+        tp = TracerProvider(span_limits=SpanLimits(max_span_attributes=2))
+        tp.add_span_processor(proc)
+        t = tp.get_tracer("limits")
+        for play in plays:
+            play(t)
+        tp.shutdown()
+        data = reader.get_metrics_data()
+        return {p.attributes.get("spanassert.kind"): p.value
+                for rm in (data.resource_metrics if data else []) for sm in rm.scope_metrics for m in sm.metrics
+                if m.name == "spanassert.overflows" for p in m.data.data_points}
+
+    extra = {"app.a": 1, "app.b": 2}
+
+    def evicted(t: Any) -> None:  # every marker evicted: no episode opens
+        with t.start_as_current_span("run", attributes={"gen_ai.operation.name": "invoke_agent", **extra}):
+            for tool in ("lookup_order", "delete_database"):
+                t.start_span("call", attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
+                                                 **extra}).end()
+
+    def lossy_child_in_episode(t: Any) -> None:  # the agent's markers fit; a plain child loses some
+        with t.start_as_current_span("run", attributes={"gen_ai.operation.name": "invoke_agent"}):
+            t.start_span("db", attributes={"a": 1, "b": 2, "c": 3}).end()
+
+    assert run([evicted, evicted]) == {OVERFLOW_DROPPED_BEFORE_EPISODE: 2}
+    assert OVERFLOW_DROPPED_BEFORE_EPISODE not in run([lossy_child_in_episode])

@@ -121,15 +121,20 @@ class EpisodeLifecycle(Verdicts):
             self._marks_lost = True
             self.sink.overflow(OVERFLOW_PENDING_MARKS)
 
-    def source_dropped(self, trace_id: str, reason: str = INCOMPLETE_SOURCE_DROPPED) -> None:
+    def source_dropped(self, trace_id: str, reason: str = INCOMPLETE_SOURCE_DROPPED) -> bool:
         """Live: a span of ``trace_id`` says its SDK dropped some of its attributes or events (span
         limits): its episode's evidence is incomplete, as replay and serve say of the same span.
         ``reason``: INCOMPLETE_VALUE_AT_LIMIT for a value the SDK may have cut to its length limit.
         With no episode of the trace yet (a plain span that may have lost a GenAI span's markers,
         ended before any span of its trace opened one), a bounded note: the episode that opens for
-        the trace starts incomplete, as replay and serve mark the whole assembled trace."""
-        if not self._evidence_lost(trace_id, reason):
-            self._note(trace_id, ([reason], True))
+        the trace starts incomplete, as replay and serve mark the whole assembled trace. True when
+        that note is the trace's first (the processor counts such traces: no episode may ever open
+        for them, their markers being what was lost)."""
+        if self._evidence_lost(trace_id, reason):
+            return False
+        first = trace_id not in self._notes
+        self._note(trace_id, ([reason], True))
+        return first
 
     def _evidence_lost(self, trace_id: str, reason: str) -> bool:
         """Mark the open episode of ``trace_id`` incomplete for ``reason``; or its closed one (a late

@@ -51,6 +51,11 @@ PathOrConfig = Union[Config, str, "os.PathLike[str]"]
 DEFAULT_MAX_QUEUE_SIZE = 65_536
 DEFAULT_MAX_QUEUE_BYTES = 32 * 1024 * 1024
 _MAX_POSITIONED = 1 << 20
+# spanassert.overflows kind: a trace no episode followed when one of its spans ended having lost
+# attributes or events to the SDK's span limits (once per trace). Its GenAI markers may be what was
+# lost (an agent run no rule saw; replay and serve then pass nothing: trace_dropped_no_episode);
+# an episode that opens for the trace later starts incomplete.
+OVERFLOW_DROPPED_BEFORE_EPISODE = "trace_dropped_before_episode"
 
 
 class AssertionSpanProcessor(Runtime, SpanProcessor):
@@ -361,9 +366,12 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
     def _source_dropped(self, tid: int) -> None:
         """A plain span of a followed trace whose SDK dropped attributes (span limits: the oldest go
         first, so a GenAI span can lose the markers that made it one): its episode is incomplete,
-        as replay and serve say of the exported span."""
+        as replay and serve say of the exported span. In a trace no episode follows (yet), counted
+        once per trace (see :data:`OVERFLOW_DROPPED_BEFORE_EPISODE`)."""
         with self._lock:
-            self.engine.source_dropped(self._trace_hex(tid))
+            first = self.engine.source_dropped(self._trace_hex(tid))
+        if first:
+            self._sink.overflow(OVERFLOW_DROPPED_BEFORE_EPISODE)
 
     def _judging_failed(self, span: ReadableSpan) -> None:
         """After an internal error while judging ``span``: its episode lost that span's evidence, so
@@ -415,8 +423,9 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
         if tid not in self._tracked:
             role = self._role(name, attrs)
             if role == ROLE_OTHER:
-                if sdk.dropped(span):  # as in on_end: an episode that opens later is incomplete
-                    self.engine.source_dropped(self._trace_hex(tid))
+                if sdk.dropped(span) and self.engine.source_dropped(self._trace_hex(tid)):
+                    # As in on_end: an episode that opens later is incomplete; counted once per trace.
+                    self._sink.overflow(OVERFLOW_DROPPED_BEFORE_EPISODE)
                 if remote:
                     self._remote.ended(tid, False)
                 return None
