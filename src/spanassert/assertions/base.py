@@ -19,8 +19,8 @@ An assertion type is one class in one module of this package:
 - Unit-test forms (``scope = "unit"``) need no episode: ``evaluate_unit()`` at load.
 
 The engine never special-cases a type: it reads only these attributes and methods. A type is
-made known by ``@register`` (``@register_expected`` for an ``expected:`` form), in
-:mod:`.registry`.
+made known by ``register(cls)`` after its class (``register_expected`` for an ``expected:`` form),
+in :mod:`.registry`; both also work as class decorators.
 """
 from __future__ import annotations
 

@@ -107,7 +107,6 @@ class _StepBudget(Assertion):
         return settled(seen, episode)
 
 
-@register
 class MaxTokensAssertion(_StepBudget):
     type_name = "trace_max_tokens"
     doc = (
@@ -141,7 +140,9 @@ class MaxTokensAssertion(_StepBudget):
         return f"{int(amount)}"
 
 
-@register
+register(MaxTokensAssertion)
+
+
 class MaxCostAssertion(_StepBudget):
     type_name = "trace_max_cost"
     unit = "cost"
@@ -191,6 +192,9 @@ class MaxCostAssertion(_StepBudget):
         return f"{amount:.6g}"
 
 
+register(MaxCostAssertion)
+
+
 class DurationState:
     __slots__ = ("over",)
 
@@ -198,7 +202,6 @@ class DurationState:
         self.over = False
 
 
-@register
 class MaxDurationAssertion(Assertion):
     type_name = "trace_max_duration"
     doc = (
@@ -255,6 +258,9 @@ class MaxDurationAssertion(Assertion):
             # times are hostile), so its span time says less than the time that passed.
             return Outcome.inconclusive(f"{seen}, but a span ends before it starts (the clock stepped back?)")
         return within_bound(state.over or took > self.max_s, seen, episode)
+
+
+register(MaxDurationAssertion)
 
 
 __all__ = ["MaxTokensAssertion", "MaxCostAssertion", "MaxDurationAssertion", "TOKEN_KINDS"]

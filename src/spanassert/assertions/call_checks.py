@@ -278,7 +278,6 @@ class EveryCallAssertion(Assertion):
 # -- trace_tool_status -----------------------------------------------------------------------------
 
 
-@register
 class ToolStatusAssertion(EveryCallAssertion):
     type_name = "trace_tool_status"
     what = "ended without error"
@@ -315,10 +314,12 @@ class ToolStatusAssertion(EveryCallAssertion):
         return state.fail(call, f"`{call.name}` ended in error{kind} at {call_ref(call)}; it must succeed")
 
 
+register(ToolStatusAssertion)
+
+
 # -- trace_tool_duration ---------------------------------------------------------------------------
 
 
-@register
 class ToolDurationAssertion(EveryCallAssertion):
     type_name = "trace_tool_duration"
     doc = (
@@ -373,10 +374,12 @@ class ToolDurationAssertion(EveryCallAssertion):
         )
 
 
+register(ToolDurationAssertion)
+
+
 # -- trace_args_valid ------------------------------------------------------------------------------
 
 
-@register
 class ArgsValidAssertion(EveryCallAssertion):
     type_name = "trace_args_valid"
     tool_required = True
@@ -447,6 +450,9 @@ class ArgsValidAssertion(EveryCallAssertion):
         # Checked again: the end may carry the arguments (or newer ones). The engine reports one
         # failure per span, so a call already reported at start is not reported twice.
         return self._check(state, call)
+
+
+register(ArgsValidAssertion)
 
 
 __all__ = [

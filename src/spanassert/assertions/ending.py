@@ -24,7 +24,6 @@ class LastCallState:
         self.calls = 0
 
 
-@register
 class FinalToolAssertion(Assertion):
     type_name = "trace_final_tool"
     decides_on_close = True
@@ -72,6 +71,9 @@ class FinalToolAssertion(Assertion):
             return Outcome.passed(f"the last of {state.calls} call(s) is `{self.tool}`")
         return Outcome.failed(f"the last call is `{state.name}` at {last}; the episode must end with `{self.tool}`",
                               span_id=state.span_id)
+
+
+register(FinalToolAssertion)
 
 
 __all__ = ["FinalToolAssertion"]

@@ -64,7 +64,6 @@ class FlowState(RareFactsHolder):
         self.more = None
 
 
-@register
 class NoFlowAssertion(Assertion):
     type_name = "trace_no_flow"
     doc = (
@@ -253,6 +252,9 @@ class NoFlowAssertion(Assertion):
             return Outcome.not_applicable(f"`{self.source_tool}` returned nothing in this episode, so nothing could "
                                           "flow")
         return Outcome.passed(f"no value read from `{self.source_tool}` ({state.count} followed) reached {sink}")
+
+
+register(NoFlowAssertion)
 
 
 __all__ = ["NoFlowAssertion", "MAX_FLOW_SOURCES"]

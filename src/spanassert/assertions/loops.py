@@ -86,7 +86,6 @@ def _occurrences(packed: bytearray, key: bytes, end: int) -> int:
     return n
 
 
-@register
 class NoRepeatAssertion(Assertion):
     type_name = "trace_no_repeat"
     doc = (
@@ -273,6 +272,9 @@ class NoRepeatAssertion(Assertion):
         if state.open:
             return Outcome.inconclusive(f"{state.open} of the {subject} had not ended when the episode closed")
         return settled(f"no call repeated more than {self.max} time(s) in {state.checked} {subject}", episode)
+
+
+register(NoRepeatAssertion)
 
 
 __all__ = ["NoRepeatAssertion", "MAX_DISTINCT_CALLS"]

@@ -2,7 +2,9 @@
 ``expected:`` blocks. They are the only list of types: the loader, ``spanassert schema``, the docs
 check and the contract tests all read them.
 
-A type registers itself with ``@register`` (``@register_expected``); the tables below name the
+A type registers itself with ``register(cls)`` (``register_expected(cls)``) after its class: the
+built-in types do, because a class with a decorator does not compile as a native class (issue 15);
+both work as class decorators too (a plugin's class is never compiled). The tables below name the
 module of every type so that a registry imports that module only when the type is first used.
 """
 from __future__ import annotations

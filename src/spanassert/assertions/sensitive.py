@@ -156,7 +156,6 @@ class SensitiveState(RareFactsHolder):
         return self.cleared_at_start.pop(call, None) if self.cleared_at_start else None
 
 
-@register
 class NoSensitiveDataAssertion(Assertion):
     type_name = "trace_no_sensitive_data"
     doc = (
@@ -338,6 +337,9 @@ class NoSensitiveDataAssertion(Assertion):
             return Outcome.not_applicable("nothing was recorded to scan in this episode")
         return settled(f"no {', '.join(self.names)} found in {state.scanned} value(s)", episode,
                        so_far=f"nothing found in {state.scanned} value(s)")
+
+
+register(NoSensitiveDataAssertion)
 
 
 __all__ = ["NoSensitiveDataAssertion", "find_in_keys", "find_in_value", "leaf_text"]

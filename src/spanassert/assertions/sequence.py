@@ -260,7 +260,6 @@ _PATTERN_INSTEAD = ("these names are exact; to select calls by pattern use `expe
                     "[{type: sequence, tools: [{tool_pattern: REGEX}, ...]}]}`")
 
 
-@register
 class ToolSequenceAssertion(_OrderAssertion):
     type_name = "trace_tool_sequence"
     doc = (
@@ -295,10 +294,12 @@ class ToolSequenceAssertion(_OrderAssertion):
         return None
 
 
+register(ToolSequenceAssertion)
+
+
 TRAJECTORY_MODES = ("exact", "prefix", "contains", "subset", "suffix")
 
 
-@register
 class TrajectoryAssertion(_OrderAssertion):
     type_name = "trace_trajectory"
     doc = (
@@ -334,6 +335,9 @@ class TrajectoryAssertion(_OrderAssertion):
         if not self.expected and self.mode != "exact":
             return f"an empty `expected` in `{self.mode}` mode is met by every episode"
         return None
+
+
+register(TrajectoryAssertion)
 
 
 __all__ = [

@@ -46,7 +46,6 @@ class _CountBound(Assertion):
         return CountState()
 
 
-@register
 class MaxStepsAssertion(_CountBound):
     type_name = "trace_max_steps"
     doc = (
@@ -86,7 +85,9 @@ class MaxStepsAssertion(_CountBound):
         return within_bound(steps > self.max, f"{steps} step(s); max {self.max}", episode)
 
 
-@register
+register(MaxStepsAssertion)
+
+
 class MaxToolCallsAssertion(_CountBound):
     type_name = "trace_max_tool_calls"
     doc = (
@@ -128,6 +129,9 @@ class MaxToolCallsAssertion(_CountBound):
 
     def on_close(self, state: CountState, episode: EpisodeView) -> Outcome:
         return within_bound(state.count > self.max, f"{state.count} {calls_of(self.tool)}; max {self.max}", episode)
+
+
+register(MaxToolCallsAssertion)
 
 
 __all__ = ["MaxStepsAssertion", "MaxToolCallsAssertion", "UNREACHABLE_BOUND", "unreachable"]

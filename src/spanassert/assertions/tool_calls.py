@@ -55,7 +55,6 @@ class _ToolRule(Assertion):
         return None
 
 
-@register
 class MustCallToolAssertion(_ToolRule):
     type_name = "trace_must_call_tool"
     decides_on_close = True
@@ -126,6 +125,9 @@ class MustCallToolAssertion(_ToolRule):
         return Outcome.failed(seen)
 
 
+register(MustCallToolAssertion)
+
+
 class MustNotCallState(RareFactsHolder):
     """Its rare facts (RareFactsHolder): first_failure, undecided (name-matching
     calls whose arguments could not be matched), first_undecided (the first such call, and why)."""
@@ -143,10 +145,8 @@ def _undecided(state: Any, selector: CallSelector, call: ToolCall) -> None:
         state.first_undecided = f"{call_ref(call)}: {selector.args_match.undecidable_reason(call)}"
 
 
-@register
 class MustNotCallToolAssertion(_ToolRule):
     type_name = "trace_must_not_call_tool"
-    order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
     doc = (
         "The episode must contain no call of `tool` (exact name); with `args_match`, no call of it "
         "whose arguments match. A safety rule: without `args_match` it fails at the offending span's "
@@ -215,6 +215,9 @@ class MustNotCallToolAssertion(_ToolRule):
         if state.open:
             return Outcome.inconclusive(f"{state.open} call(s) of `{self.tool}` had not ended when the episode closed")
         return settled(f"`{what}` not called", episode)
+
+
+register(MustNotCallToolAssertion)
 
 
 __all__ = ["MustCallToolAssertion", "MustNotCallToolAssertion"]

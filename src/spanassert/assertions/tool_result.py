@@ -23,7 +23,6 @@ from .result_grammar import (
 from .selectors import CallSelector, tool_fields, tool_selector
 
 
-@register
 class ToolResultAssertion(EveryCallAssertion):
     type_name = "trace_tool_result"
     tool_required = True
@@ -89,6 +88,9 @@ class ToolResultAssertion(EveryCallAssertion):
         else:
             state.checked += 1
         return None
+
+
+register(ToolResultAssertion)
 
 
 __all__ = ["ToolResultAssertion"]

@@ -56,7 +56,6 @@ class _UnitForm(Assertion):
         return Outcome.failed(f"expected the policy to answer {self.expect}, it answered {result}: {why}")
 
 
-@register
 class ArgsValidUnit(_UnitForm):
     type_name = "args_valid"
     doc = ("Unit test of an argument policy: validates `test_args` (not the recorded episode) against the "
@@ -107,7 +106,9 @@ class ArgsValidUnit(_UnitForm):
         return self._verdict("pass", f"`{self.tool}` test_args satisfy the schema")
 
 
-@register
+register(ArgsValidUnit)
+
+
 class SequenceValidUnit(_UnitForm):
     type_name = "sequence_valid"
     doc = ("Unit test of a sequence regex: joins the tool names of `test_trace_raw` with single spaces, "
@@ -165,7 +166,9 @@ class SequenceValidUnit(_UnitForm):
         return self._verdict("fail", f"/{self.pattern}/ does not match the trace {joined!r}")
 
 
-@register
+register(SequenceValidUnit)
+
+
 class ToolBlocklistUnit(_UnitForm):
     type_name = "tool_blocklist"
     doc = ("Unit test of a blocklist: the policy answers fail when any name in `test_tool_calls` is in "
@@ -196,6 +199,9 @@ class ToolBlocklistUnit(_UnitForm):
             i, name = hits[0]
             return self._verdict("fail", f"`{name}` (test_tool_calls[{i}]) is blocked")
         return self._verdict("pass", f"none of {len(self.calls)} call(s) is blocked")
+
+
+register(ToolBlocklistUnit)
 
 
 __all__ = ["ArgsValidUnit", "SequenceValidUnit", "ToolBlocklistUnit", "EXPECT_FIELD"]

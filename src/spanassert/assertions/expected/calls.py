@@ -129,7 +129,6 @@ class _ToolSchemaCheck(EveryCallAssertion):
         return "calls of " + ", ".join(f"`{t}`" for t in sorted(self.schemas))
 
 
-@register_expected
 class ArgsValidExpected(_ToolSchemaCheck):
     type_name = "args_valid"
     doc = ("Every recorded call of a tool that has a schema must have arguments valid against it; tools "
@@ -260,7 +259,9 @@ class ArgsValidExpected(_ToolSchemaCheck):
         return super().on_close(state, episode)
 
 
-@register_expected
+register_expected(ArgsValidExpected)
+
+
 class ToolOutputValid(_ToolSchemaCheck):
     type_name = "tool_output_valid"
     doc = ("Every recorded result of a tool that has a schema must be valid against it. A top-level `$defs` "
@@ -288,10 +289,11 @@ class ToolOutputValid(_ToolSchemaCheck):
         return call.result, call.result_state
 
 
-@register_expected
+register_expected(ToolOutputValid)
+
+
 class ToolBlocklistExpected(Assertion):
     type_name = "tool_blocklist"
-    order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
     doc = "No recorded call may have a blocked name (exact match). Reported when the call starts."
     fields = {
         "blocked": Field({"type": "array", "items": {"type": "string", "minLength": 1}}, required=True,
@@ -328,3 +330,6 @@ class ToolBlocklistExpected(Assertion):
         if state[0] is not None:
             return Outcome.failed(state[0])
         return Outcome.passed(f"none of {len(self.blocked)} blocked tool(s) was called")
+
+
+register_expected(ToolBlocklistExpected)

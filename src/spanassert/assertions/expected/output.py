@@ -57,7 +57,6 @@ def _string_list(values: Mapping[str, Any], key: str) -> List[str]:
     return list(v) if isinstance(v, list) else []
 
 
-@register_expected
 class MustContain(OutputCheck):
     type_name = "must_contain"
     doc = "The final output must contain every listed substring (case-sensitive)."
@@ -90,7 +89,9 @@ class MustContain(OutputCheck):
         return Outcome.failed(f"final output does not contain {absent[0]!r}{more}")
 
 
-@register_expected
+register_expected(MustContain)
+
+
 class MustNotContain(OutputCheck):
     type_name = "must_not_contain"
     doc = "The final output must contain none of the listed substrings (case-sensitive)."
@@ -121,6 +122,9 @@ class MustNotContain(OutputCheck):
         return Outcome.passed(f"final output contains none of {len(self.needles)} forbidden substring(s)")
 
 
+register_expected(MustNotContain)
+
+
 class _RegexCheck(OutputCheck):
     fields = {
         "pattern": Field({"type": "string"}, required=True, doc="A regular expression, searched (unanchored)."),
@@ -144,7 +148,6 @@ class _RegexCheck(OutputCheck):
         return self.regex.search(text[: self.max_chars] if cut else text), cut
 
 
-@register_expected
 class RegexMatch(_RegexCheck):
     type_name = "regex_match"
     doc = "The final output must match the regular expression (searched anywhere in the text)."
@@ -167,7 +170,9 @@ class RegexMatch(_RegexCheck):
         return Outcome.failed(f"final output does not match /{self.pattern}/")
 
 
-@register_expected
+register_expected(RegexMatch)
+
+
 class RegexNotMatch(_RegexCheck):
     type_name = "regex_not_match"
     doc = "The final output must not match the regular expression anywhere."
@@ -190,7 +195,9 @@ class RegexNotMatch(_RegexCheck):
         return Outcome.passed(f"final output does not match /{self.pattern}/")
 
 
-@register_expected
+register_expected(RegexNotMatch)
+
+
 class JsonSchemaCheck(OutputCheck):
     type_name = "json_schema"
     doc = "The final output must parse as JSON and validate against the schema (compiled at load)."
@@ -249,3 +256,6 @@ class JsonSchemaCheck(OutputCheck):
         if problems:
             return Outcome.failed("final output violates the JSON Schema: " + "; ".join(problems))
         return Outcome.passed("final output is valid against the JSON Schema")
+
+
+register_expected(JsonSchemaCheck)

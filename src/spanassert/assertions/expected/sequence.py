@@ -46,7 +46,6 @@ class _SequenceValidState:
         self.started = 0
 
 
-@register_expected
 class SequenceValidExpected(Assertion):
     type_name = "sequence_valid"
     decides_on_close = True
@@ -234,3 +233,6 @@ class SequenceValidExpected(Assertion):
         if self.sequence is not None:
             parts.append(f"exact sequence of {len(self.sequence)} call(s) matched")
         return Outcome.passed("; ".join(parts))
+
+
+register_expected(SequenceValidExpected)

@@ -99,7 +99,6 @@ def _vector(value: Any, what: str) -> Union[List[float], str]:
     return out
 
 
-@register_expected
 class SemanticSimilarityTo(OutputCheck):
     type_name = "semantic_similarity_to"
     doc = ("The cosine similarity between the embeddings of the final output and a reference text must be at "
@@ -214,3 +213,6 @@ class SemanticSimilarityTo(OutputCheck):
             # Only the exception type: its text may quote the (unredacted) output.
             return Outcome.inconclusive(f"the embedder failed ({type(exc).__name__})")
         return self._judge(vector, self._reference_vector, "settings.embedder")
+
+
+register_expected(SemanticSimilarityTo)
