@@ -48,10 +48,10 @@ class OnlyToolsAssertion(Assertion):
         ),
     }
 
-    untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
-
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
+        self.order_free = True  # a failure at a call depends on that call's name alone
+        self.untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
         self.allowed: FrozenSet[str] = frozenset(values.get("tools") or ())
         self.pattern_text: Optional[str] = values.get("tool_pattern")
         self.pattern: Optional[Pattern[str]] = None

@@ -252,8 +252,9 @@ class Assertion:
     # False for names accepted for compatibility but refused at load (E_CFG_NOT_EXECUTABLE).
     executable: ClassVar[bool] = True
 
-    # -- capabilities the engine reads (a type overrides what differs; __init__ may set the
-    # per-instance ones from the rule's values) ------------------------------------------------
+    # -- capabilities the engine reads (a type sets what differs: the ClassVar ones in its class
+    # body, the others in its __init__, never in its class body: a compiled engine reads them from
+    # the instance, where a class-body value of a class that is not compiled is not seen) -------
     # True for liveness rules, decided when the episode closes (must_call, sequences, ...).
     decides_on_close: ClassVar[bool] = False
     # True when a failure at a call depends on that call alone: serve checks such rules on each

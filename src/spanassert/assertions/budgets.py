@@ -40,7 +40,7 @@ class BudgetState:
     __slots__ = ("used", "steps", "unknown", "over", "unknown_note")
 
     def __init__(self) -> None:
-        self.used: float = 0
+        self.used = 0.0
         self.steps = 0  # model steps that ended
         self.unknown = 0  # steps whose usage (or price) could not be added
         self.over = False
@@ -56,10 +56,9 @@ class _StepBudget(Assertion):
 
     unit = ""
 
-    untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
-
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
+        self.untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
         self.tools = frozenset()  # no call reaches it; model steps do
         self.needs = frozenset((NEED_STEPS,))
         self.wants_steps = True

@@ -255,11 +255,13 @@ class EveryCallAssertion(Assertion):
     call is open from its start to its end; the close verdict is :func:`every_call_outcome` over
     :meth:`calls_subject` and ``what``."""
 
-    order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
     tool: Optional[str] = None  # the tool whose calls are judged (None: every call)
     what = ""  # the property every judged call must have, for the close message
 
-    untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        self.order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
+        self.untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
 
     def new_state(self) -> EveryCallState:
         return EveryCallState()

@@ -38,10 +38,9 @@ class FinalToolAssertion(Assertion):
                       doc="Exact name of the tool the episode must end with."),
     }
 
-    untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
-
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
+        self.untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
         self.tool: str = values.get("tool") or ""
         warn_tool_name(ctx, self.tool, "tool")
         self.tools = None  # every call may be the last one

@@ -86,10 +86,9 @@ class NoFlowAssertion(Assertion):
                             doc="Shortest value followed, in characters (numbers by their decimal text). Default 8."),
     }
 
-    untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
-
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
+        self.untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
         src = values.get("from") or {}
         dst = values.get("to") or {}
         self.source_tool: str = src.get("tool") or ""

@@ -111,10 +111,9 @@ class NoRepeatAssertion(Assertion):
                                   "4."),
     }
 
-    untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
-
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
+        self.untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
         self.max: int = values.get("max") or UNREACHABLE_BOUND
         self.window: Optional[int] = values.get("window")
         selector = tool_selector(values, ctx, required=False)

@@ -229,7 +229,9 @@ class _OrderAssertion(Assertion):
     decides_on_close = True
     matcher: _Matcher
 
-    untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
+    def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
+        super().__init__(test_id, index, values, ctx)
+        self.untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
 
     def _use(self, matcher: _Matcher, ctx: BuildContext, field: str) -> None:
         self.matcher = matcher

@@ -102,10 +102,9 @@ class MaxToolCallsAssertion(_CountBound):
         **tool_fields("Count only calls of this tool (exact name).", required=False),
     }
 
-    untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
-
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
+        self.untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
         self.selector = tool_selector(values, ctx, required=False)
         self.tool: Optional[str] = self.selector.name_label if self.selector is not None else None
         self.select_calls(self.selector)

@@ -58,7 +58,6 @@ class _ToolRule(Assertion):
 class MustCallToolAssertion(_ToolRule):
     type_name = "trace_must_call_tool"
     decides_on_close = True
-    pass_survives_unseen_calls = True  # calls that were not seen cannot undo the count reached
     doc = (
         "The episode must contain at least `min_calls` calls of `tool` (exact name), optionally only "
         "calls whose arguments match `args_match`. Errored calls count. A liveness rule: decided when "
@@ -75,10 +74,10 @@ class MustCallToolAssertion(_ToolRule):
         "args_match": Field(ARGS_MATCH_SCHEMA, doc="Count only calls whose arguments match " + _ARGS_MATCH_RULE),
     }
 
-    untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
-
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
+        self.pass_survives_unseen_calls = True  # calls that were not seen cannot undo the count reached
+        self.untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
         self.min_calls: int = values.get("min_calls", 1)
 
     def ineffective_reason(self) -> Optional[str]:
@@ -159,10 +158,10 @@ class MustNotCallToolAssertion(_ToolRule):
         "args_match": Field(ARGS_MATCH_SCHEMA, doc="Forbid only calls whose arguments match " + _ARGS_MATCH_RULE),
     }
 
-    untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
-
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
+        self.order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
+        self.untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
         self.reports_at_start = self.selector.args_match is None
 
     def new_state(self) -> MustNotCallState:

@@ -176,8 +176,6 @@ class Episode(EpisodeView, StateHolder):
     (``view`` is the episode itself: one object, not two, per open episode); rules read it as an
     :class:`EpisodeView` only."""
 
-    trace_id: str
-
     __slots__ = (
         "plan",
         "states",

@@ -291,18 +291,20 @@ class EpisodeLifecycle(Verdicts):
         """A closed trace episode goes on (another local root of its trace started). Its rule
         states are still there; verdicts decided only at close are decided again at the next close,
         whose result goes out as an amendment."""
+        trace_id = ep.trace_id
+        assert trace_id is not None  # an episode's, set when it opens (Optional on a view only)
         self._make_room()
-        self.recent.pop(ep.trace_id, None)
+        self.recent.pop(trace_id, None)
         ep.closed = False
         ep.reopened = True
         if ep.at_close and ep.failed:
             for i in ep.at_close:  # decided at close: decided again at the next close
                 ep.failed.pop(i, None)
         self.open[ep.key] = ep
-        self.by_trace[ep.trace_id] = ep
-        self.sink.trace_tracked(ep.trace_id)
+        self.by_trace[trace_id] = ep
+        self.sink.trace_tracked(trace_id)
         if self._notes or self._marks_lost:
-            self._apply_notes(ep, ep.trace_id)
+            self._apply_notes(ep, trace_id)
         return ep
 
     def _make_room(self) -> None:

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, ClassVar, Dict, Optional, Tuple
 
 
 class _Missing:
     """The value of data the instrumentation did not record (distinct from a recorded ``null``)."""
 
     __slots__ = ()
-    _instance: Optional[_Missing] = None
+    _instance: ClassVar[Optional[_Missing]] = None
 
     def __new__(cls) -> _Missing:
         if cls._instance is None:

@@ -271,7 +271,9 @@ class Verdicts:
     def _forget(self, ep: Episode) -> None:
         ep.closed = True
         self.open.pop(ep.key, None)
-        traces = ep.traces or {ep.trace_id}
+        trace_id = ep.trace_id
+        assert trace_id is not None  # an episode's, set when it opens (Optional on a view only)
+        traces = ep.traces or {trace_id}
         for tid in traces:
             if self.by_trace.get(tid) is ep:
                 del self.by_trace[tid]

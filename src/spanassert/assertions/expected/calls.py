@@ -300,10 +300,10 @@ class ToolBlocklistExpected(Assertion):
                          doc="Tool names that must not be called."),
     }
 
-    untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
-
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
+        self.order_free = True  # a failure at a call depends on that call alone (serve checks it on arrival)
+        self.untouched_close_shared = True  # closing it untouched reads only the close (see Assertion)
         blocked = list(values.get("blocked") or [])
         if not blocked:
             ctx.error(E_CFG_VACUOUS, "`blocked` is empty: a blocklist with no names admits every call",
