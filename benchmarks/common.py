@@ -101,6 +101,19 @@ def rules_yaml(n_tests: int, seed: int = 7, called: int = 19, calls_required: bo
     return "\n".join(lines) + "\n"
 
 
+def build_label() -> str:
+    """Which spanassert this process runs: "pure", or "compiled (N modules)" (mypyc, make compiled-venv)."""
+    import importlib.machinery
+    import os
+
+    import spanassert
+
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    root = os.path.dirname(spanassert.__file__)
+    n = sum(1 for _, _, files in os.walk(root) for f in files if f.endswith(suffixes) and "__mypyc" not in f)
+    return f"compiled ({n} modules)" if n else "pure"
+
+
 def table(rows: List[Dict[str, str]], cols: Sequence[str]) -> str:
     widths = {c: max(len(c), *(len(r.get(c, "")) for r in rows)) for c in cols}
     out = ["| " + " | ".join(c.ljust(widths[c]) for c in cols) + " |",

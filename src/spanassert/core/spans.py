@@ -6,7 +6,7 @@ the engine reads them like the SDK's spans.
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 from .records import record
 
@@ -28,7 +28,7 @@ class SpanEvent:
 # The events of a span that has none, shared by every such decoded span (read-only: nothing appends
 # to a record's events). Replay holds many records at once; an empty list each is one more object
 # per span for the garbage collector to scan.
-NO_EVENTS: List[SpanEvent] = ()  # type: ignore[assignment]  # an empty tuple: read-only and shared
+NO_EVENTS: Sequence[SpanEvent] = ()  # an empty tuple: read-only and shared
 
 # Why an episode's evidence is incomplete when a span of it says its source dropped attributes or
 # events (the SDK's OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT evicts the *oldest* attribute: a tool span's name
@@ -75,7 +75,9 @@ class SpanRecord:
     attributes: Dict[str, Any] = field(default_factory=dict)
     status_code: int = 0
     status_message: str = ""
-    events: List[SpanEvent] = field(default_factory=list)
+    # A list, or a decoder's shared NO_EVENTS tuple: declared as what it is (a compiled build checks
+    # declared types at run time), read-only for everyone who reads it.
+    events: Sequence[SpanEvent] = field(default_factory=list)
     resource: Dict[str, Any] = field(default_factory=dict)
     scope: str = ""
     source: Optional[str] = None

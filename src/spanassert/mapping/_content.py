@@ -193,7 +193,7 @@ def assistant_text(value: Any) -> Optional[str]:
     if not messages:
         return None
     chosen = None
-    for message in reversed(messages):
+    for message in messages[::-1]:  # (not reversed(): a mypyc internal error on List[Any])
         if isinstance(message, Mapping) and message.get("role") in ("assistant", None):
             chosen = message
             break

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from spanassert.core.model import NO_EVENTS, SpanEvent, SpanRecord
 from spanassert.core.spans import dropped_count
@@ -294,8 +294,10 @@ def _fast_span(s: Dict[str, Any], trace_id: str, resource: Dict[str, Any], scope
         message = ""
     events_json = s.get("events")
     event_drops: Any = None
+    events: Sequence[SpanEvent]
     if events_json:
-        events = []
+        made: List[SpanEvent] = []
+        events = made
         for e in events_json:
             ename = e.get("name", "")
             if ename.__class__ is not str:
@@ -303,7 +305,7 @@ def _fast_span(s: Dict[str, Any], trace_id: str, resource: Dict[str, Any], scope
             eattrs = e.get("attributes")
             if "droppedAttributesCount" in e:
                 event_drops = (event_drops or 0) + dropped_count(e["droppedAttributesCount"])
-            events.append(
+            made.append(
                 SpanEvent(ename, int(e.get("timeUnixNano", 0)), _fast_attributes(eattrs) if eattrs else {})
             )
     else:

@@ -1,6 +1,6 @@
 """Typed decoding of one OTLP JSON Lines line with ``msgspec``: the fast path of JSON replay.
 
-``msgspec`` decodes a line straight into the structs below, reading only what the mapping needs
+``msgspec`` decodes a line straight into the structs of :mod:`.json_structs`, reading only what the mapping needs
 (ids, name, kind, times, status, attributes, events, the resource's attributes and the scope's
 name) and skipping the rest without building it; the structs are not tracked by the garbage
 collector. It accepts only the canonical shape of the OTLP/JSON mapping: every object's keys are
@@ -15,102 +15,20 @@ equals what that path returns for the same line, and every error keeps that path
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Generic, Iterator, List, Optional, Tuple, TypeVar, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import msgspec
-from msgspec import UNSET, Raw, Struct, UnsetType
+from msgspec import UNSET, Raw
 
 from spanassert.core.model import NO_EVENTS, SpanEvent, SpanRecord
 from spanassert.core.spans import dropped_count
 from spanassert.otlp.json_decode import decode_any
+from spanassert.otlp.json_structs import _Span, _Traces
 from spanassert.otlp.shard import Shard, ShardBatch
 
 _ZERO_TRACE = "0" * 32
 _ZERO_SPAN = "0" * 16
 _new_record = SpanRecord.__new__
-
-_Int = Union[int, str, UnsetType]
-
-
-class _AnyValue(Struct, forbid_unknown_fields=True, gc=False):
-    stringValue: Union[str, UnsetType] = UNSET
-    intValue: _Int = UNSET
-    boolValue: Union[bool, UnsetType] = UNSET
-    doubleValue: Union[float, str, UnsetType] = UNSET
-    arrayValue: Union[Raw, UnsetType] = UNSET
-    kvlistValue: Union[Raw, UnsetType] = UNSET
-    bytesValue: Union[Raw, UnsetType] = UNSET
-    stringValueStrindex: Union[Raw, UnsetType] = UNSET
-
-
-class _KeyValue(Struct, forbid_unknown_fields=True, gc=False):
-    key: str
-    value: Union[_AnyValue, UnsetType] = UNSET
-
-
-class _Event(Struct, forbid_unknown_fields=True, gc=False):
-    timeUnixNano: _Int = UNSET
-    name: Union[str, UnsetType] = UNSET
-    attributes: Union[List[_KeyValue], UnsetType] = UNSET
-    droppedAttributesCount: Union[Raw, UnsetType] = UNSET
-
-
-class _Status(Struct, forbid_unknown_fields=True, gc=False):
-    code: Union[int, UnsetType] = UNSET
-    message: Union[str, UnsetType] = UNSET
-
-
-class _Span(Struct, forbid_unknown_fields=True, gc=False):
-    traceId: str
-    spanId: str
-    parentSpanId: Union[str, UnsetType] = UNSET
-    name: Union[str, UnsetType] = UNSET
-    kind: Union[int, UnsetType] = UNSET
-    startTimeUnixNano: _Int = UNSET
-    endTimeUnixNano: _Int = UNSET
-    attributes: Union[List[_KeyValue], UnsetType] = UNSET
-    events: Union[List[_Event], UnsetType] = UNSET
-    status: Union[_Status, UnsetType] = UNSET
-    traceState: Union[Raw, UnsetType] = UNSET
-    flags: Union[Raw, UnsetType] = UNSET
-    links: Union[Raw, UnsetType] = UNSET
-    droppedAttributesCount: Union[Raw, UnsetType] = UNSET
-    droppedEventsCount: Union[Raw, UnsetType] = UNSET
-    droppedLinksCount: Union[Raw, UnsetType] = UNSET
-
-
-class _Scope(Struct, forbid_unknown_fields=True, gc=False):
-    name: Union[str, UnsetType] = UNSET
-    version: Union[Raw, UnsetType] = UNSET
-    attributes: Union[Raw, UnsetType] = UNSET
-    droppedAttributesCount: Union[Raw, UnsetType] = UNSET
-
-
-# A span's type is a parameter: _Span (decoded), or Raw (its JSON, for replay --jobs below).
-S = TypeVar("S")
-
-
-class _ScopeSpans(Struct, Generic[S], forbid_unknown_fields=True, gc=False):
-    scope: Union[_Scope, UnsetType] = UNSET
-    spans: Union[List[S], UnsetType] = UNSET
-    schemaUrl: Union[Raw, UnsetType] = UNSET
-
-
-class _Resource(Struct, forbid_unknown_fields=True, gc=False):
-    attributes: Union[List[_KeyValue], UnsetType] = UNSET
-    droppedAttributesCount: Union[Raw, UnsetType] = UNSET
-    entityRefs: Union[Raw, UnsetType] = UNSET
-
-
-class _ResourceSpans(Struct, Generic[S], forbid_unknown_fields=True, gc=False):
-    resource: Union[_Resource, UnsetType] = UNSET
-    scopeSpans: Union[List[_ScopeSpans[S]], UnsetType] = UNSET
-    schemaUrl: Union[Raw, UnsetType] = UNSET
-
-
-class _Traces(Struct, Generic[S], forbid_unknown_fields=True, gc=False):
-    resourceSpans: List[_ResourceSpans[S]]
-
 
 _decode = msgspec.json.Decoder(_Traces[_Span]).decode
 _json_decode = msgspec.json.Decoder().decode
@@ -270,7 +188,7 @@ def _block(spans: List[_Span], resource: Dict[str, Any], scope: str, source: str
             for e in evs:
                 if e.droppedAttributesCount is not UNSET:
                     event_drops += _dropped(e.droppedAttributesCount)
-            events: List[SpanEvent] = [
+            events: Sequence[SpanEvent] = [
                 SpanEvent("" if e.name is UNSET else e.name, _int(e.timeUnixNano),
                           _attributes(e.attributes) if e.attributes is not UNSET else {})
                 for e in evs]
