@@ -50,17 +50,11 @@ from .episode import (
 )
 from .lifecycle import FAR_FUTURE
 from .model import CloseReason, ToolCall
-from .plan import Plans
+from .plan import Plans, overrides
 from .precheck import EarlyCheck
 from .results import EpisodeResult, Violation
 
 _clock = time.perf_counter
-
-
-def _overrides(sink: Sink, method: str) -> bool:
-    """Whether ``sink``'s class replaces ``Sink``'s (do-nothing) ``method``. Compared on the classes:
-    a method of a compiled (native) Sink, bound to an instance, has no ``__func__`` to compare."""
-    return getattr(type(sink), method) is not getattr(Sink, method)
 
 
 class Engine(EarlyCheck):
@@ -71,10 +65,10 @@ class Engine(EarlyCheck):
         self.config = config
         self.sink = sink or Sink()
         # Sink.tool_called as the engine calls it at every call: None when it does nothing.
-        self.tool_called = self.sink.tool_called if _overrides(self.sink, "tool_called") else None
+        self.tool_called = self.sink.tool_called if overrides(self.sink, "tool_called", Sink) else None
         # Whether the sink records each episode's evaluation time (Sink.evaluated does something):
         # only then are span starts and ends timed.
-        self.timed = _overrides(self.sink, "evaluated")
+        self.timed = overrides(self.sink, "evaluated", Sink)
         self.mapper = mapper or Mapper(config.mappings)
         es = config.episodes
         self.by_trace_key = es.by_trace

@@ -46,8 +46,10 @@ class ToolPlan:
         self.needs_result = any(NEED_RESULT in slots[i].assertion.needs for i in targets)
 
 
-def overrides(assertion: Assertion, method: str) -> bool:
-    return getattr(type(assertion), method) is not getattr(Assertion, method)
+def overrides(obj: object, method: str, base: type = Assertion) -> bool:
+    """Whether ``obj``'s class replaces ``base``'s ``method``. Compared on the classes: a method of a
+    compiled (native) class, bound to an instance, has no ``__func__`` to compare."""
+    return getattr(type(obj), method) is not getattr(base, method)
 
 
 class Plan:
