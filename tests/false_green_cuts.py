@@ -18,7 +18,10 @@ replayed. A *cut* of it is what a front door gets instead:
   span end (caught by the processor, the span exported unjudged), inline and background;
 - span limits: the same episodes recorded by an SDK that keeps 1-5 attributes per span (its
   ``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``, which evicts the oldest: a span's markers, its tool name, its
-  arguments), judged live (inline and background), replayed from a real file and served.
+  arguments), judged live (inline and background), replayed from a real file and served;
+- odd-shaped wire input (review10): one tool span's OTLP JSON request with a status no reader
+  takes (serve rejects the span), its tool name given twice with different values, a span with its
+  id and another tool sent first, or the request retried; replayed from a real file and served.
 
 The property: for every rule the whole evidence fails, every episode of the trace answers
 `failed` or `inconclusive`, never `passed`, whenever the cut kept the spans the failure rests on or
@@ -115,7 +118,7 @@ limits_cut_strategy = st.fixed_dictionaries({
 
 # How many examples and cuts the property tried (the note quotes them).
 TRIED: Dict[str, int] = {"examples": 0, "replay_cuts": 0, "file_cuts": 0, "serve_cuts": 0, "live_cuts": 0,
-                         "limit_cuts": 0, "fault_cuts": 0, "checks": 0}
+                         "limit_cuts": 0, "fault_cuts": 0, "wire_cuts": 0, "checks": 0}
 
 _AGENT = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}
 
@@ -586,3 +589,120 @@ def check_live_fault(episodes: Sequence[Sequence[Dict[str, Any]]], spec: Dict[st
     TRIED["fault_cuts"] += 1
     assert_none_passed(f"live with a fault at the {spec['where']} of GenAI span #{spec['nth'] + 1} (background "
                        f"{spec['background']})", _whole_trace_order(whole), failures, live_results, live_order)
+
+
+# -- odd-shaped wire input (review10) ---------------------------------------------------------------
+
+wire_cut_strategy = st.fixed_dictionaries({
+    "seed": st.integers(min_value=0, max_value=2**32 - 1),
+    "shape": st.sampled_from(["rejected", "repeated_key", "id_collision", "retried"]),
+})
+
+# Rules that a span added to the evidence cannot make pass (an id collision adds a call).
+_SAFETY = {"no-delete", "max-refund", "refund-args", "max-steps"}
+
+
+def _one_span(request: Dict[str, Any]) -> Dict[str, Any]:
+    span: Dict[str, Any] = request["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    return span
+
+
+def _tool_kv(span: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    return next((kv for kv in span.get("attributes", []) if kv["key"] == "gen_ai.tool.name"), None)
+
+
+def wire_requests(spans: List[ReadableSpan], spec: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The spans as OTLP JSON requests (one span each, as the SDK's exporter encodes them), one tool
+    span's request made odd by ``spec["shape"]``: ``rejected`` (a status no reader takes: serve
+    rejects the span, replay reports a bad record); ``repeated_key`` (its tool name given again,
+    another one); ``id_collision`` (a span with its id and another tool name sent before it);
+    ``retried`` (the same request sent again later, as an exporter retries)."""
+    import copy
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "spans.jsonl")
+        open(path, "w").close()
+        for s in spans:
+            write_jsonl([s], path)
+        with open(path) as f:
+            requests = [json.loads(line) for line in f if line.strip()]
+    rng = random.Random(spec["seed"])
+    tools = [i for i, r in enumerate(requests) if _tool_kv(_one_span(r)) is not None]
+    if not tools:
+        return requests
+    i = rng.choice(tools)
+    span = _one_span(requests[i])
+    kv = _tool_kv(span)
+    assert kv is not None
+    other = "lookup" if kv["value"].get("stringValue") == "search" else "search"
+    shape = spec["shape"]
+    if shape == "rejected":
+        span["status"] = {"code": "STATUS_CODE_BOGUS"}
+    elif shape == "repeated_key":
+        span["attributes"].append({"key": "gen_ai.tool.name", "value": {"stringValue": other}})
+    elif shape == "id_collision":
+        twin = copy.deepcopy(requests[i])
+        twin_kv = _tool_kv(_one_span(twin))
+        assert twin_kv is not None
+        twin_kv["value"] = {"stringValue": other}
+        _one_span(twin)["name"] = f"execute_tool {other}"
+        requests.insert(i, twin)
+    else:
+        requests.insert(rng.randint(i + 1, len(requests)), copy.deepcopy(requests[i]))
+    return requests
+
+
+def serve_requests(requests: List[Dict[str, Any]]) -> List[EpisodeResult]:
+    """The requests through the in-process receiver as its endpoints decode them (a span it cannot
+    read is rejected, counted), then its report's episodes (as --report-json gives them)."""
+    from spanassert.otlp import records_from_json
+    from spanassert.serve import Receiver, ServeOptions
+
+    options = ServeOptions(grpc_endpoint=None, http_endpoint=None, report_json="unused", quiet=True, settle=0.2,
+                           rootless_wait=0.05)
+    rx = Receiver(RULES, options, out=open(os.devnull, "w"))
+    rx.start()
+    try:
+        for request in requests:
+            errors: List[Any] = []
+            records = records_from_json(request, "wire", errors=errors)
+            assert rx.accept(records, None, len(errors))
+    finally:
+        rx.stop(timeout=30)
+        rx.out.close()
+    rx.report_dict()  # what --report-json writes: input it could not read leaves no pass
+    assert rx.report is not None
+    return list(rx.report.episodes)
+
+
+def check_wire_shapes(episodes: Sequence[Sequence[Dict[str, Any]]], spec: Dict[str, Any]) -> None:
+    """Odd-shaped OTLP input (see :func:`wire_requests`) replayed from a real file and served: a
+    rule the whole evidence fails is never `passed` (with an id collision, only the rules an added
+    call cannot make pass), and an id collision is judged alike by both (replay judges both spans)."""
+    spans = record_spans(episodes)
+    failures = whole_failures(spans)
+    if not failures:
+        return
+    TRIED["examples"] += 1
+    requests = wire_requests(spans, spec)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "requests.jsonl")
+        with open(path, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in requests)
+        replayed = replay_cut([path], None).episodes
+    served = serve_requests(requests)
+    TRIED["wire_cuts"] += 1
+    shape = spec["shape"]
+    for where, eps in (("replay", replayed), ("serve", served)):
+        per = verdicts_by_trace(eps)
+        for tid, failed in failures.items():
+            for rule in failed:
+                if shape == "id_collision" and rule not in _SAFETY:
+                    continue
+                TRIED["checks"] += 1
+                verdicts = per.get(tid, {}).get(rule, [])
+                assert Verdict.PASSED not in verdicts, (
+                    f"{where}, wire shape {shape}: trace {tid}: `{rule}` passed, but the whole evidence fails it: "
+                    f"{verdicts}")
+    if shape == "id_collision":
+        assert sorted(verdicts_by_trace(replayed).items()) == sorted(verdicts_by_trace(served).items())

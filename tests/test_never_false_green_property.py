@@ -11,11 +11,13 @@ from false_green_cuts import (
     check_replay_and_serve,
     check_live_fault,
     check_span_limits,
+    check_wire_shapes,
     cut_strategy,
     episodes_strategy,
     fault_cut_strategy,
     limits_cut_strategy,
     live_cut_strategy,
+    wire_cut_strategy,
 )
 
 
@@ -70,10 +72,24 @@ def test_no_internal_error_while_judging_a_span_passes_a_failing_episode(episode
     check_live_fault(episodes, cut)
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(episodes_strategy, wire_cut_strategy)
+# Found by this property (review10): a refund whose tool name was given again as `search` passed
+# must-search in replay and serve, the repeated key read as its last value (and, with it counted as
+# dropped, still: a met liveness rule survives what was dropped). Now the span is refused.
+@example([[{"tool": "refund", "amount": 5, "nested": False, "step": False}]], {"seed": 0, "shape": "repeated_key"})
+# A span with a forbidden call's id and another tool sent first: serve dropped the forbidden call as
+# a retry (no-delete passed); replay judged both.
+@example([[{"tool": "delete_database", "amount": 5, "nested": False, "step": False}]],
+         {"seed": 0, "shape": "id_collision"})
+def test_no_odd_shape_of_the_wire_input_passes_a_failing_episode(episodes, cut):
+    check_wire_shapes(episodes, cut)
+
+
 def test_the_property_tried_cuts_and_checked_verdicts():
     # Runs after the four properties (file order): they did try cuts and did check verdicts.
     assert TRIED["examples"] > 0 and TRIED["checks"] > 0 and TRIED["limit_cuts"] > 0 \
-        and TRIED["fault_cuts"] > 0, TRIED
+        and TRIED["fault_cuts"] > 0 and TRIED["wire_cuts"] > 0, TRIED
     print(f"false-green property: {TRIED}")
 
 

@@ -1,10 +1,11 @@
 """A span that repeats an attribute key (review10). The SDK never exports a key twice; a producer
 that does says two things under one key: `gen_ai.tool.name` `delete_database`, then `search`. Every
-reader keeps the last value (so `search`), while a Collector policy reads the first: before,
-`trace_must_not_call_tool: delete_database` passed in every door. The repeated entries now count as
-attributes dropped at the source: the span's episode is incomplete, and no rule the other value
-could break ends `passed`, in every reader (JSON fast, careful and typed paths, protobuf) and in
-serve."""
+reader kept the last value (so `search`), while a Collector policy reads the first: before,
+`trace_must_not_call_tool: delete_database` passed in every door (and a rule met by the value read,
+`trace_must_call_tool: search`, would pass on a call that may have been a delete). Such a span is
+now refused as unreadable input, in every reader (JSON fast, careful and typed paths, protobuf):
+replay reports the bad record and passes nothing, serve rejects the span (partial success) and its
+report passes nothing. A key repeated with the same value is read once, as before."""
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import pytest
 
@@ -90,9 +91,14 @@ def test_a_repeated_tool_name_is_no_pass_in_replay(tmp_path: Path, path_kind: st
     assert ran.returncode == 0 and "1 passed, 0 failed, 0 inconclusive" in ran.stdout, (ran.stdout, ran.stderr)
     ran = _replay_cli(tmp_path, _request(["delete_database"], kind), path_kind)
     assert ran.returncode == 1 and "0 passed, 1 failed" in ran.stdout, (ran.stdout, ran.stderr)
-    # Said twice, differently: before, `passed` (the last value read), exit 0.
+    # Said twice, the same: read once.
+    ran = _replay_cli(tmp_path, _request(["search", "search"], kind), path_kind)
+    assert ran.returncode == 0 and "1 passed, 0 failed, 0 inconclusive" in ran.stdout, (ran.stdout, ran.stderr)
+    # Said twice, differently: before, `passed` (the last value read), exit 0. Now a bad input record
+    # (exit 2), and nothing passes.
     ran = _replay_cli(tmp_path, _request(["delete_database", "search"], kind), path_kind)
-    assert ran.returncode == 1 and "0 passed, 0 failed, 1 inconclusive" in ran.stdout, (ran.stdout, ran.stderr)
+    assert ran.returncode == 2 and "0 passed, 0 failed, 1 inconclusive" in ran.stdout, (ran.stdout, ran.stderr)
+    assert "is given twice with different values" in ran.stderr, ran.stderr
 
 
 @pytest.mark.parametrize("wire", ["json", "protobuf"])
@@ -107,18 +113,20 @@ def test_a_repeated_tool_name_is_no_pass_in_serve(tmp_path: Path, wire: str) -> 
     rules.write_text(RULES)
     config = load_config(rules)
 
-    def served(doc: Dict[str, Any]) -> List[str]:
-        records = (records_from_json(doc, "t") if wire == "json"
-                   else records_from_proto(ExportTraceServiceRequest.FromString(_proto(doc)), "t"))
+    def served(doc: Dict[str, Any]) -> Tuple[List[str], int]:
+        errors: List[Any] = []
+        records = (records_from_json(doc, "t", errors=errors) if wire == "json"
+                   else records_from_proto(ExportTraceServiceRequest.FromString(_proto(doc)), "t", errors=errors))
         rx = Receiver(config, ServeOptions(grpc_endpoint=None, http_endpoint=None, report_json=os.devnull,
                                            quiet=True, settle=0.0))
         rx.start()
         try:
-            assert rx.accept(records, None, 0)
+            assert rx.accept(records, None, len(errors))
         finally:
             rx.stop()
-        assert rx.report is not None
-        return [r.verdict.value for ep in rx.report.episodes for r in ep.results]
+        report = rx.report_dict()
+        return [r["verdict"] for ep in report["episodes"] for r in ep["results"]], len(errors)
 
-    assert served(_request(["search"])) == ["passed"]
-    assert served(_request(["delete_database", "search"])) == ["inconclusive"]  # before: passed
+    assert served(_request(["search"])) == (["passed"], 0)
+    assert served(_request(["search", "search"])) == (["passed"], 0)
+    assert served(_request(["delete_database", "search"])) == (["inconclusive"], 1)  # before: passed

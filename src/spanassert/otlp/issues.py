@@ -52,3 +52,14 @@ class SpanDecodeError(ValueError):
         self.reason = reason
         self.path = path
         super().__init__(f"{reason} (at {path})" if path else reason)
+
+
+def repeated_key(key: str, path: str) -> SpanDecodeError:
+    """An attribute list that gives a key twice with different values. The SDK never exports a key
+    twice; which value a producer that does meant is unknown (readers differ: spanassert would keep
+    the last, a Collector policy reads the first), so the element is refused as unreadable input:
+    `gen_ai.tool.name` `delete_database` then `search` must not read as a search."""
+    shown = repr(key)
+    if len(shown) > 40:
+        shown = shown[:39] + "…"
+    return SpanDecodeError(f"attribute {shown} is given twice with different values", path)

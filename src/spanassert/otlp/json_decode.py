@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from spanassert.core.model import NO_EVENTS, SpanEvent, SpanRecord
 from spanassert.core.spans import dropped_count
-from spanassert.otlp.issues import SpanDecodeError
+from spanassert.otlp.issues import SpanDecodeError, repeated_key
 
 _ZERO_TRACE = "0" * 32
 _new_record = SpanRecord.__new__
@@ -231,8 +231,8 @@ def decode_any(v: Any, path: str) -> Any:
 
 
 def decode_attributes(kvs: Any, path: str) -> Dict[str, Any]:
-    """A list of KeyValue. A repeated key keeps its last value, as the SDK would (a span's repeated
-    keys are counted as dropped: see :func:`repeated_keys`)."""
+    """A list of KeyValue. A key given again with the same value is read once; given again with
+    another value, it is refused (:func:`repeated_key`)."""
     out: Dict[str, Any] = {}
     for i, kv in enumerate(_array(kvs, "attributes", path)):
         where = f"{path}[{i}]"
@@ -241,7 +241,10 @@ def decode_attributes(kvs: Any, path: str) -> Dict[str, Any]:
         key = kv.get("key")
         if type(key) is not str:
             raise SpanDecodeError("attribute has no string `key`", where)
-        out[key] = decode_any(kv.get("value"), f"{where}.value")
+        value = decode_any(kv.get("value"), f"{where}.value")
+        if key in out and out[key] != value:
+            raise repeated_key(key, where)
+        out[key] = value
     return out
 
 
@@ -261,6 +264,8 @@ def _fast_attributes(kvs: List[Dict[str, Any]]) -> Dict[str, Any]:
             out[key] = int(x)
             continue
         out[key] = decode_any(v, "")
+    if len(out) != len(kvs):
+        raise ValueError("a repeated attribute key")  # the careful path decides (decode_attributes)
     return out
 
 
@@ -324,7 +329,7 @@ def _fast_span(s: Dict[str, Any], trace_id: str, resource: Dict[str, Any], scope
         raise KeyError("startTimeUnixNano")  # absent, null or under its proto name: the careful path decides
     rec.start_ns = int(start)
     rec.end_ns = int(end)
-    rec.attributes = attributes = _fast_attributes(attrs) if attrs else {}
+    rec.attributes = _fast_attributes(attrs) if attrs else {}
     rec.status_code = code
     rec.status_message = message
     rec.events = events
@@ -336,8 +341,6 @@ def _fast_span(s: Dict[str, Any], trace_id: str, resource: Dict[str, Any], scope
     # Absent (nearly every span) is none dropped; any value present is read as the other readers
     # read it (a hostile false, "", 0.0 or [] as one dropped, never as none).
     rec.dropped = 0 if da is None and de is None and not event_drops else dropped_count(da, de, event_drops)
-    if attrs and len(attrs) != len(attributes):
-        rec.dropped += len(attrs) - len(attributes)  # a repeated key (see repeated_keys)
     return rec
 
 
@@ -361,8 +364,6 @@ def _careful_span(s: Any, path: str, resource: Dict[str, Any], scope: str, sourc
                 decode_attributes(_field(e, "attributes"), f"{where}.attributes"),
             )
         )
-    raw_attributes = _field(s, "attributes")
-    attributes = decode_attributes(raw_attributes, f"{path}.attributes")
     return SpanRecord(
         trace_id=trace_id or "",
         span_id=span_id or "",
@@ -371,26 +372,15 @@ def _careful_span(s: Any, path: str, resource: Dict[str, Any], scope: str, sourc
         kind=_enum(_field(s, "kind"), _SPAN_KINDS, "kind", path),
         start_ns=_integer(_field(s, "startTimeUnixNano"), "startTimeUnixNano", path),
         end_ns=_integer(_field(s, "endTimeUnixNano"), "endTimeUnixNano", path),
-        attributes=attributes,
+        attributes=decode_attributes(_field(s, "attributes"), f"{path}.attributes"),
         status_code=_enum(_field(status, "code"), _STATUS_CODES, "status.code", path),
         status_message=_string(_field(status, "message"), "status.message", path),
         events=events or NO_EVENTS,
         resource=resource,
         scope=scope,
         source=source,
-        dropped=dropped_count(_field(s, "droppedAttributesCount"), _field(s, "droppedEventsCount")) + event_drops
-        + repeated_keys(raw_attributes, attributes),
+        dropped=dropped_count(_field(s, "droppedAttributesCount"), _field(s, "droppedEventsCount")) + event_drops,
     )
-
-
-def repeated_keys(kvs: Any, attributes: Dict[str, Any]) -> int:
-    """How many entries of a span's attribute list repeat a key (``attributes``: the list decoded,
-    each key keeping its last value). The SDK never exports a key twice; a producer that does says
-    two things under one key (`gen_ai.tool.name` `delete_database`, then `search`), and a Collector
-    policy reads the first where spanassert reads the last: counted as dropped attributes, so the
-    span's episode is incomplete (no rule the other value could break ends `passed`)."""
-    n = len(kvs) if type(kvs) is list else 0
-    return n - len(attributes) if n > len(attributes) else 0
 
 
 def _resource_spans_of(obj: Any) -> List[Any]:

@@ -82,6 +82,8 @@ def _attributes(kvs: Any) -> Dict[str, Any]:
                 out[kv.key] = x
                 continue
         out[kv.key] = _value(v)
+    if len(out) != len(kvs):
+        raise ValueError("a repeated attribute key")  # the careful path decides (json_decode.decode_attributes)
     return out
 
 
@@ -205,8 +207,7 @@ def _block(spans: List[_Span], resource: Dict[str, Any], scope: str, source: str
         rec.start_ns = 0 if t is UNSET else int(t)
         t = s.endTimeUnixNano
         rec.end_ns = 0 if t is UNSET else int(t)
-        kvs = s.attributes
-        rec.attributes = attributes = _attributes(kvs) if kvs is not UNSET else {}
+        rec.attributes = _attributes(s.attributes) if s.attributes is not UNSET else {}
         rec.status_code = code
         rec.status_message = message
         rec.events = events
@@ -216,8 +217,6 @@ def _block(spans: List[_Span], resource: Dict[str, Any], scope: str, source: str
         da = s.droppedAttributesCount
         de = s.droppedEventsCount
         rec.dropped = (0 if da is UNSET and de is UNSET else _dropped(da, de)) + event_drops
-        if kvs is not UNSET and len(kvs) != len(attributes):
-            rec.dropped += len(kvs) - len(attributes)  # a repeated key (json_decode.repeated_keys)
         append(rec)
 
 

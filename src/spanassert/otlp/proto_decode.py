@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from spanassert.core.model import NO_EVENTS, SpanEvent, SpanRecord
-from spanassert.otlp.issues import SpanDecodeError
+from spanassert.otlp.issues import SpanDecodeError, repeated_key
 
 _ZERO_TRACE = bytes(16)
 _ZERO_SPAN = bytes(8)
@@ -37,13 +37,27 @@ def decode_any_proto(v: Any) -> Any:
 
 
 def decode_attributes_proto(kvs: Any) -> Dict[str, Any]:
+    """A repeated KeyValue. A key given again with another value raises :class:`SpanDecodeError`
+    (see ``issues.repeated_key``); with the same value it is read once."""
     out: Dict[str, Any] = {}
     for kv in kvs:
         v = kv.value
         # A non-empty string_value can only be a string; this skips WhichOneof for most attributes.
         x = v.string_value
         out[kv.key] = x if x else decode_any_proto(v)
+    if len(out) != len(kvs):
+        _same_when_repeated(kvs)
     return out
+
+
+def _same_when_repeated(kvs: Any) -> None:
+    seen: Dict[str, Any] = {}
+    for kv in kvs:
+        x = kv.value.string_value
+        value = x if x else decode_any_proto(kv.value)
+        if kv.key in seen and seen[kv.key] != value:
+            raise repeated_key(kv.key, "")
+        seen[kv.key] = value
 
 
 def _bad_id(raw: bytes, nbytes: int, what: str, path: str) -> SpanDecodeError:
@@ -65,8 +79,9 @@ def records_from_proto(msg: Any, source: str, *, errors: Optional[List[SpanDecod
     for ri, rs in enumerate(msg.resource_spans):
         try:
             resource = decode_attributes_proto(rs.resource.attributes)
-        except RecursionError:
-            exc = SpanDecodeError("resource attributes are nested too deeply", f"resourceSpans[{ri}]")
+        except (RecursionError, SpanDecodeError) as failed:
+            why = failed.reason if isinstance(failed, SpanDecodeError) else "resource attributes are nested too deeply"
+            exc = SpanDecodeError(why, f"resourceSpans[{ri}]")
             if errors is None:
                 raise exc from None
             errors.append(exc)
@@ -113,8 +128,7 @@ def records_from_proto(msg: Any, source: str, *, errors: Optional[List[SpanDecod
                         rec.kind = s.kind
                         rec.start_ns = s.start_time_unix_nano
                         rec.end_ns = s.end_time_unix_nano
-                        kvs = s.attributes
-                        rec.attributes = attributes = decode_attributes_proto(kvs)
+                        rec.attributes = decode_attributes_proto(s.attributes)
                         rec.status_code = status.code
                         rec.status_message = status.message
                         rec.events = events
@@ -124,13 +138,13 @@ def records_from_proto(msg: Any, source: str, *, errors: Optional[List[SpanDecod
                         rec.dropped = s.dropped_attributes_count + s.dropped_events_count
                         if events:
                             rec.dropped += sum(e.dropped_attributes_count for e in s.events)
-                        if len(kvs) != len(attributes):
-                            rec.dropped += len(kvs) - len(attributes)  # a repeated key (json_decode.repeated_keys)
                         append(rec)
                         continue
                     except RecursionError:
                         bad = SpanDecodeError("an attribute value is nested too deeply",
                                               f"resourceSpans[{ri}].scopeSpans[{qi}].spans[{si}]")
+                    except SpanDecodeError as exc:  # a key given twice with different values
+                        bad = SpanDecodeError(exc.reason, f"resourceSpans[{ri}].scopeSpans[{qi}].spans[{si}]")
                 if errors is None:
                     raise bad
                 errors.append(bad)
