@@ -9,7 +9,7 @@ module of every type so that a registry imports that module only when the type i
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Type
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Type
 
 from .base import Assertion
 
@@ -108,12 +108,72 @@ ASSERTION_TYPES: Dict[str, Type[Assertion]] = _Registry(_ASSERTION_MODULES)
 EXPECTED_TYPES: Dict[str, Type[Assertion]] = _Registry(_EXPECTED_MODULES)
 
 
+# The capabilities read from each instance (Assertion.CAPABILITIES but the ClassVar ones): a type sets
+# them in __init__ (tests/test_native_ready.py holds the list to Assertion's declarations).
+PER_INSTANCE_CAPABILITIES = tuple(n for n in Assertion.CAPABILITIES if n != "decides_on_close")
+_ADOPTED: Dict[type, Dict[str, Any]] = {}  # class -> the per-instance capabilities taken out of its body
+_SETTERS: Dict[type, List[Tuple[Any, Any]]] = {}  # class -> (field setter, value) for each of its instances
+
+
+def _native_fields() -> Optional[Dict[str, Any]]:
+    """The per-instance capabilities' fields of a compiled Assertion (data descriptors); None in the
+    pure build."""
+    fields = {n: vars(Assertion).get(n) for n in PER_INSTANCE_CAPABILITIES}
+    return fields if all(hasattr(type(f), "__set__") for f in fields.values()) else None
+
+
+def _setters(cls: type, fields: Dict[str, Any]) -> List[Tuple[Any, Any]]:
+    """What an instance of ``cls`` gets from class bodies, nearest class last (it wins, as in an
+    attribute lookup); each class body seen is emptied of them on the way."""
+    got = _SETTERS.get(cls)
+    if got is None:
+        values: Dict[str, Any] = {}
+        for klass in reversed(cls.__mro__):
+            if klass is Assertion or not issubclass(klass, Assertion):
+                continue
+            body = _ADOPTED.get(klass)
+            if body is None:
+                body = {n: v for n, v in vars(klass).items() if n in fields and not hasattr(type(v), "__set__")}
+                for name in body:
+                    delattr(klass, name)
+                _ADOPTED[klass] = body
+            values.update(body)
+        got = _SETTERS[cls] = [(fields[n].__set__, v) for n, v in values.items()]
+    return got
+
+
+def _adopt_class_body_capabilities(cls: Type[Assertion]) -> None:
+    """A compiled engine (Assertion a native class) reads a per-instance capability from the
+    instance's own field; a class body that sets one (a plugin written before they moved to
+    ``__init__``) is not that field: Python code would read the class value, compiled code the
+    base's default. Such values move to the instances: out of the class bodies (so that a write in an
+    ``__init__`` reaches the field too) and into each new instance's field by the outermost
+    registered ``__init__``, before any ``__init__`` body runs. In the pure build every reader reads
+    the class value: nothing to do."""
+    fields = _native_fields()
+    if fields is None or not _setters(cls, fields):
+        return
+    init = cls.__init__
+
+    def __init__(self: Assertion, *args: Any, **kwargs: Any) -> None:
+        kind = type(self)
+        if next(k for k in kind.__mro__ if "_spanassert_adopts" in vars(k)) is cls:
+            for set_field, value in _setters(kind, fields):
+                set_field(self, value)
+        init(self, *args, **kwargs)
+
+    setattr(cls, "__init__", __init__)  # noqa: B010 - mypy refuses an assignment to a method
+    setattr(cls, "_spanassert_adopts", True)  # noqa: B010 - marks the class whose __init__ adopts
+
+
 def register(cls: Type[Assertion]) -> Type[Assertion]:
+    _adopt_class_body_capabilities(cls)
     dict.__setitem__(ASSERTION_TYPES, cls.type_name, cls)
     return cls
 
 
 def register_expected(cls: Type[Assertion]) -> Type[Assertion]:
+    _adopt_class_body_capabilities(cls)
     dict.__setitem__(EXPECTED_TYPES, cls.type_name, cls)
     return cls
 
