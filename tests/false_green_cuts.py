@@ -44,6 +44,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
+from doors import serve_records
 from livekit import build_config
 
 from spanassert import AssertionSpanProcessor
@@ -370,26 +371,9 @@ def _filler(n: int, count: int) -> List[Any]:
 
 
 def serve_cut(kept: List[ReadableSpan], cap: Optional[int]) -> List[EpisodeResult]:
-    """The cut spans through the in-process receiver (intake, trace buffer, engine thread)."""
-    from spanassert.serve import Receiver, ServeOptions
-
-    episodes: List[EpisodeResult] = []
-    options = ServeOptions(grpc_endpoint=None, http_endpoint=None, report_json="unused", quiet=True, settle=0.0,
-                           rootless_wait=0.05)
-    if cap is not None:
-        options.max_trace_spans = cap  # a trace that reaches it is judged at once, the rest in later parts
-    rx = Receiver(RULES, options, out=open(os.devnull, "w"))
-    rx.start()
-    try:
-        records = [_from_readable(s) for s in kept]
-        for i in range(0, len(records), 3):
-            assert rx.accept(records[i:i + 3], None, 0)
-    finally:
-        rx.stop(timeout=30)
-        rx.out.close()
-    assert rx.report is not None
-    episodes.extend(rx.report.episodes)
-    return episodes
+    """The cut spans through the in-process receiver (intake, trace buffer, engine thread), three a request."""
+    report = serve_records(RULES, [_from_readable(s) for s in kept], per_request=3, max_trace_spans=cap)
+    return list(report.episodes)
 
 
 def check_replay_and_serve(episodes: Sequence[Sequence[Dict[str, Any]]], spec: Dict[str, Any],

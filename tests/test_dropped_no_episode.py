@@ -5,9 +5,7 @@ input is: every `passed` becomes `inconclusive` ("... opened no episode ..."), t
 and `--fail-on-inconclusive` fails the run (one process and --jobs alike)."""
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any, List
 
@@ -16,6 +14,7 @@ from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from doors import replay_cli
 from spanassert.otlp.writers import write_jsonl
 
 RULES = """
@@ -46,9 +45,7 @@ def _spans(limit: int, tool: str) -> List[Any]:
 def _replay(tmp_path: Path, path: Path, *flags: str) -> "subprocess.CompletedProcess[str]":
     rules = tmp_path / "rules.yaml"
     rules.write_text(RULES)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SPANASSERT_")}
-    return subprocess.run([sys.executable, "-m", "spanassert", "replay", *flags, "--config", str(rules), str(path)],
-                          capture_output=True, text=True, timeout=120, env=env)
+    return replay_cli(rules, path, *flags)
 
 
 @pytest.mark.parametrize("jobs", [[], ["--jobs", "2"]], ids=["one-process", "jobs-2"])

@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
 
+from doors import serve_records
 from livekit import build_config
 
 from spanassert import AssertionSpanProcessor
@@ -169,18 +170,8 @@ def serve_in_process(path, rules=RULES):
     """The spans of ``path`` handed to serve's receiver as its endpoints would (one request per
     span, in export order), then a graceful stop; returns its report."""
     from spanassert.otlp.reader import read_spans
-    from spanassert.serve import Receiver, ServeOptions
 
-    receiver = Receiver(rules, ServeOptions(grpc_endpoint=None, http_endpoint=None, report_json=os.devnull,
-                                            quiet=True, settle=0.0))
-    receiver.start()
-    try:
-        for record in read_spans([path]):
-            assert receiver.accept([record], None, 0)
-    finally:
-        receiver.stop()
-    assert receiver.report is not None
-    return receiver.report
+    return serve_records(rules, read_spans([path]), per_request=1, rootless_wait=None)
 
 
 def _call(tool, amount=None):

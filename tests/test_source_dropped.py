@@ -10,17 +10,15 @@ counts, so a reader of what it exported sees them too."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from doors import replay_cli, serve_records, verdicts
 from spanassert import AssertionSpanProcessor
 from spanassert.config import load_config
 from spanassert.core.model import CloseReason
@@ -37,6 +35,21 @@ tests:
   - id: no-delete
     assertions: [{type: trace_must_not_call_tool, tool: delete_database}]
 """
+
+
+def _limited(background: bool = False, rules: str = RULES, mem: Optional[InMemorySpanExporter] = None,
+             wrap: bool = True, **limits: Any) -> Tuple[Any, TracerProvider, AssertionSpanProcessor, List[Any]]:
+    """A TracerProvider with these SDK span limits and the live processor, wrapping an exporter to
+    ``mem`` (or beside it, ``wrap=False``): (a tracer, the provider, the processor, closed episodes)."""
+    episodes: List[Any] = []
+    mem = mem if mem is not None else InMemorySpanExporter()
+    proc = AssertionSpanProcessor(load_config(rules), export=SimpleSpanProcessor(mem) if wrap else None,
+                                  tick_interval=0, background=background, on_episode=episodes.append)
+    tp = TracerProvider(span_limits=SpanLimits(**limits))
+    tp.add_span_processor(proc)
+    if not wrap:  # (the processor's path without a wrapped exporter: no quick path)
+        tp.add_span_processor(SimpleSpanProcessor(mem))
+    return tp.get_tracer("limits"), tp, proc, episodes
 
 
 def _agent(tp: TracerProvider) -> None:
@@ -56,12 +69,8 @@ def _agent(tp: TracerProvider) -> None:
 
 
 def _live(limit: int) -> Dict[str, Any]:
-    episodes: List[Any] = []
     mem = InMemorySpanExporter()
-    proc = AssertionSpanProcessor(load_config(RULES), export=SimpleSpanProcessor(mem), tick_interval=0,
-                                  background=False, on_episode=episodes.append)
-    tp = TracerProvider(span_limits=SpanLimits(max_span_attributes=limit))
-    tp.add_span_processor(proc)
+    _, tp, _, episodes = _limited(mem=mem, max_span_attributes=limit)
     _agent(tp)
     tp.shutdown()
     last = {ep.key: ep for ep in episodes}
@@ -96,30 +105,15 @@ def test_spans_whose_markers_the_sdk_evicted_leave_no_pass_live_replayed_or_serv
     # The CLI says so and, with --fail-on-inconclusive, fails the run.
     rules = tmp_path / "rules.yaml"
     rules.write_text(RULES)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SPANASSERT_")}
-    ran = subprocess.run([sys.executable, "-m", "spanassert", "replay", "--config", str(rules), str(path)],
-                         capture_output=True, text=True, timeout=120, env=env)
+    ran = replay_cli(rules, path)
     assert ran.returncode == 0, ran.stderr
     assert f"[incomplete: {INCOMPLETE_SOURCE_DROPPED}]" in ran.stdout
     assert "0 passed, 0 failed, 2 inconclusive" in ran.stdout, ran.stdout
-    ran = subprocess.run([sys.executable, "-m", "spanassert", "replay", "--fail-on-inconclusive", "--config",
-                          str(rules), str(path)], capture_output=True, text=True, timeout=120, env=env)
+    ran = replay_cli(rules, path, "--fail-on-inconclusive")
     assert ran.returncode == 1, (ran.stdout, ran.stderr)
 
     # Serve: the same spans through the receiver (intake, trace buffer, engine thread).
-    from spanassert.serve import Receiver, ServeOptions
-
-    options = ServeOptions(grpc_endpoint=None, http_endpoint=None, report_json="unused", quiet=True, settle=0.0,
-                           rootless_wait=0.05)
-    rx = Receiver(config, options, out=open(os.devnull, "w"))
-    rx.start()
-    try:
-        assert rx.accept(list(read_spans([str(path)])), None, 0)
-    finally:
-        rx.stop(timeout=30)
-        rx.out.close()
-    assert rx.report is not None
-    served = {r.test_id: r.verdict.value for ep in rx.report.episodes for r in ep.results}
+    served = verdicts(serve_records(config, read_spans([str(path)])))
     assert served == got, served
 
 
@@ -127,12 +121,7 @@ def test_live_marks_the_episode_when_the_evicted_span_was_plain_from_its_start()
     """A span created with more attributes than the limit loses its markers before the processor
     sees it: live takes it for a plain span, as replay does; its dropped count still marks the
     episode (live = replay)."""
-    episodes: List[Any] = []
-    proc = AssertionSpanProcessor(load_config(RULES), export=SimpleSpanProcessor(InMemorySpanExporter()),
-                                  tick_interval=0, background=False, on_episode=episodes.append)
-    tp = TracerProvider(span_limits=SpanLimits(max_span_attributes=2))
-    tp.add_span_processor(proc)
-    t = tp.get_tracer("limits")
+    t, tp, _, episodes = _limited(max_span_attributes=2)
     with t.start_as_current_span("invoke_agent support", attributes={"gen_ai.operation.name": "invoke_agent"}):
         attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "delete_database", "a": 1, "b": 2}
         t.start_span("tool", attributes=attrs).end()
@@ -237,12 +226,7 @@ def test_a_value_the_sdk_cut_to_its_length_limit_leaves_no_pass_live(background:
     "ERROR" lay past the limit read as a clean one (before: `no-error` passed)."""
 
     def run(limit: Any) -> Any:
-        episodes: List[Any] = []
-        proc = AssertionSpanProcessor(load_config(RESULT_RULES), export=SimpleSpanProcessor(InMemorySpanExporter()),
-                                      tick_interval=0, background=background, on_episode=episodes.append)
-        tp = TracerProvider(span_limits=SpanLimits(max_attribute_length=limit))
-        tp.add_span_processor(proc)
-        t = tp.get_tracer("limits")
+        t, tp, _, episodes = _limited(background, RESULT_RULES, max_attribute_length=limit)
         with t.start_as_current_span("invoke_agent support", attributes={"gen_ai.operation.name": "invoke_agent"}):
             with t.start_as_current_span("execute_tool lookup", attributes={
                     "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup",
@@ -267,9 +251,8 @@ def test_what_an_assembled_trace_misses_is_kept_until_its_episode_opens_and_boun
     had a missing parent)."""
     from spanassert.core.assembly import feed_trace
     from spanassert.core.engine import Engine
-    from spanassert.core.model import SpanRecord
-
     from spanassert.core.episode import Sink
+    from spanassert.core.model import SpanRecord
 
     closed: List[Any] = []
 
@@ -298,12 +281,7 @@ def test_what_an_assembled_trace_misses_is_kept_until_its_episode_opens_and_boun
 def test_an_event_whose_attributes_the_sdk_dropped_marks_the_episode_live(background: bool) -> None:
     """OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT: an event of a tool span lost attributes (where some
     conventions put a call's content): the episode is incomplete live (before: complete, passed)."""
-    episodes: List[Any] = []
-    proc = AssertionSpanProcessor(load_config(RULES), export=SimpleSpanProcessor(InMemorySpanExporter()),
-                                  tick_interval=0, background=background, on_episode=episodes.append)
-    tp = TracerProvider(span_limits=SpanLimits(max_event_attributes=1))
-    tp.add_span_processor(proc)
-    t = tp.get_tracer("limits")
+    t, tp, _, episodes = _limited(background, max_event_attributes=1)
     with t.start_as_current_span("invoke_agent support", attributes={"gen_ai.operation.name": "invoke_agent"}):
         with t.start_as_current_span("execute_tool lookup", attributes={
                 "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"}) as call:
@@ -322,15 +300,8 @@ def test_a_span_that_lost_its_markers_before_the_episode_opened_leaves_no_pass_l
     start; it ends under a plain HTTP root before the agent span opens the trace's episode. Replay
     and serve mark the whole assembled trace; live marked nothing (no episode to mark when the span
     ended): before, live passed no-delete and steps where replay of the same spans said inconclusive."""
-    episodes: List[Any] = []
     mem = InMemorySpanExporter()
-    proc = AssertionSpanProcessor(load_config(RULES), export=SimpleSpanProcessor(mem) if export else None,
-                                  tick_interval=0, background=background, on_episode=episodes.append)
-    tp = TracerProvider(span_limits=SpanLimits(max_span_attributes=2))
-    tp.add_span_processor(proc)
-    if not export:  # (the processor's path without a wrapped exporter: no quick path)
-        tp.add_span_processor(SimpleSpanProcessor(mem))
-    t = tp.get_tracer("limits")
+    t, tp, _, episodes = _limited(background, mem=mem, wrap=export, max_span_attributes=2)
     with t.start_as_current_span("GET /support"):
         attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "delete_database", "a": 1, "b": 2}
         t.start_span("tool", attributes=attrs).end()
@@ -354,11 +325,7 @@ def test_a_span_that_lost_its_markers_before_the_episode_opened_leaves_no_pass_l
 def test_a_lossy_plain_trace_that_opens_no_episode_leaves_a_bounded_note_live() -> None:
     """The note a lossy plain span leaves for an episode that may open later is bounded like
     replay's (the oldest goes): plain traces that never open one do not make memory grow."""
-    proc = AssertionSpanProcessor(load_config(RULES), export=SimpleSpanProcessor(InMemorySpanExporter()),
-                                  tick_interval=0, background=False)
-    tp = TracerProvider(span_limits=SpanLimits(max_span_attributes=1))
-    tp.add_span_processor(proc)
-    t = tp.get_tracer("limits")
+    t, tp, proc, _ = _limited(max_span_attributes=1)
     engine = proc.engine
     bound = engine.max_open + engine.late_window + 1024
     for _ in range(bound + 200):
@@ -377,13 +344,8 @@ def test_a_plain_span_that_lost_events_marks_its_episode_live_as_replay_does(
     read droppedEventsCount and mark the episode; the live quick path read the attribute count
     alone (sdk.plain_dropped), so live passed where replay of the same spans said inconclusive
     (review9b). In the episode (a plain child) and before it opened (under a plain root)."""
-    episodes: List[Any] = []
     mem = InMemorySpanExporter()
-    proc = AssertionSpanProcessor(load_config(RULES), export=SimpleSpanProcessor(mem), tick_interval=0,
-                                  background=background, on_episode=episodes.append)
-    tp = TracerProvider(span_limits=SpanLimits(**limits))
-    tp.add_span_processor(proc)
-    t = tp.get_tracer("limits")
+    t, tp, _, episodes = _limited(background, mem=mem, **limits)
     with t.start_as_current_span("GET /support"):
         if not followed:
             with t.start_as_current_span("http call") as s:

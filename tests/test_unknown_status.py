@@ -6,11 +6,8 @@ live gets the SDK's own enum, so only files and requests can carry such a code."
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -18,6 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
+from doors import replay_cli, serve_records, verdicts
 from spanassert.config import load_config
 from spanassert.otlp import read_spans
 from spanassert.otlp.writers import write_binpb, write_jsonl
@@ -71,11 +69,6 @@ def _with_code(src: Path, dst: Path, code: Any, proto_names: bool = False) -> Pa
     return dst
 
 
-def _replay_cli(rules: Path, path: Path, env: Dict[str, str], *flags: str) -> "subprocess.CompletedProcess[str]":
-    return subprocess.run([sys.executable, "-m", "spanassert", "replay", *flags, "--config", str(rules), str(path)],
-                          capture_output=True, text=True, timeout=120, env=env)
-
-
 def test_call_status_reads_only_otlp_codes() -> None:
     from spanassert.core.model import STATUS_ERROR, STATUS_OK, STATUS_UNKNOWN, STATUS_UNSET, call_status
 
@@ -92,34 +85,17 @@ def test_a_status_code_otlp_does_not_define_is_no_pass_in_replay_cli(tmp_path: P
     good = _exported(tmp_path)
     rules = tmp_path / "rules.yaml"
     rules.write_text(RULES)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SPANASSERT_")}
-    env["SPANASSERT_TYPED_JSON"] = typed
+    env = {"SPANASSERT_TYPED_JSON": typed}
     # The same file with status OK passes both rules (the rules can pass).
-    ran = _replay_cli(rules, good, env, "--fail-on-inconclusive")
+    ran = replay_cli(rules, good, "--fail-on-inconclusive", env=env)
     assert ran.returncode == 0 and "2 passed, 0 failed, 0 inconclusive" in ran.stdout, (ran.stdout, ran.stderr)
 
     odd = _with_code(good, tmp_path / "odd.jsonl", code, proto_names)
     # Before: both `passed` (the code read as "unset"), exit 0 even with --fail-on-inconclusive.
-    ran = _replay_cli(rules, odd, env, "--fail-on-inconclusive")
+    ran = replay_cli(rules, odd, "--fail-on-inconclusive", env=env)
     assert ran.returncode == 1, (ran.stdout, ran.stderr)
     assert "0 passed, 0 failed, 2 inconclusive" in ran.stdout, ran.stdout
     assert WHY in ran.stdout, ran.stdout
-
-
-def _served(config: Any, records: List[Any]) -> Dict[str, str]:
-    from spanassert.serve import Receiver, ServeOptions
-
-    options = ServeOptions(grpc_endpoint=None, http_endpoint=None, report_json="unused", quiet=True, settle=0.0,
-                           rootless_wait=0.05)
-    rx = Receiver(config, options, out=open(os.devnull, "w"))
-    rx.start()
-    try:
-        assert rx.accept(records, None, 0)
-    finally:
-        rx.stop(timeout=30)
-        rx.out.close()
-    assert rx.report is not None
-    return {r.test_id: r.verdict.value for ep in rx.report.episodes for r in ep.results}
 
 
 @pytest.mark.parametrize("code", [3, -1])
@@ -150,9 +126,8 @@ def test_a_status_code_otlp_does_not_define_is_no_pass_in_protobuf_and_serve(tmp
 
     rules = tmp_path / "rules.yaml"
     rules.write_text(RULES)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SPANASSERT_")}
-    ran = _replay_cli(rules, path, env, "--fail-on-inconclusive")
+    ran = replay_cli(rules, path, "--fail-on-inconclusive")
     assert ran.returncode == 1 and "0 passed, 0 failed, 2 inconclusive" in ran.stdout, (ran.stdout, ran.stderr)
 
     # Serve: the same spans through the receiver (intake, early check, trace buffer, engine thread).
-    assert _served(config, records) == replayed
+    assert verdicts(serve_records(config, records)) == replayed
