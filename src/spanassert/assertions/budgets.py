@@ -117,6 +117,8 @@ class MaxTokensAssertion(_StepBudget):
         "before it finished; not applicable when no model step ended. A `max` no episode reaches is "
         "refused."
     )
+    # Not folded: a type's user-facing declaration (doc, fields schema), data read by the docs, the schema
+    # and the tests; types of one family share only its shape.
     fields = {
         "max": Field({"type": "integer", "minimum": 0}, required=True, doc="Most tokens allowed per episode."),
         "kind": Field({"enum": list(TOKEN_KINDS)}, default="total", doc="input, output or total. Default: total."),

@@ -33,6 +33,8 @@ class FinalToolAssertion(Assertion):
         "failure names the last call. Fails when no tool was called. Inconclusive when the episode "
         "closed before it finished (a later call could still have come)."
     )
+    # Not folded: a type's user-facing declaration (doc, fields schema), data read by the docs, the schema
+    # and the tests; types of one family share only its shape.
     fields = {
         "tool": Field({"type": "string", "minLength": 1}, required=True,
                       doc="Exact name of the tool the episode must end with."),

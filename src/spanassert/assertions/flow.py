@@ -222,6 +222,8 @@ class NoFlowAssertion(Assertion):
         if walk.cut or call.result_truncated:
             state.unknown_sources += 1  # values past a bound were not followed
 
+    # Not folded: loops.NoRepeatAssertion.on_close starts the same way (a failure found stands, a capped
+    # memory is inconclusive), then each walks its own unknowns with its own messages.
     def on_close(self, state: FlowState, episode: EpisodeView) -> Outcome:
         sink = f"`{self.sink_tool}`" if self.sink_tool else "any tool"
         facts = state.more or NO_FACTS  # its rare fields, read at once

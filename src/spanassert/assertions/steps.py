@@ -55,6 +55,8 @@ class MaxStepsAssertion(_CountBound):
         "out, shut down) without going over: later steps could have. A `max` of 4294967295 or more is "
         "refused (cannot fail)."
     )
+    # Not folded: a type's user-facing declaration (doc, fields schema), data read by the docs, the schema
+    # and the tests; types of one family share only its shape.
     fields = {
         "max": Field({"type": "integer", "minimum": 0}, required=True, doc="Most steps (model calls + tool calls) "
                                                                            "allowed."),

@@ -97,6 +97,7 @@ class ArgsValidUnit(_UnitForm):
             return "the policy's JSON Schema accepts any arguments, so the check cannot fail"
         return None
 
+    # Not folded: each unit form answers with its own test and message; what they share is _verdict.
     def evaluate_unit(self) -> Outcome:
         if self.validator is None:
             return Outcome.inconclusive("no usable JSON Schema")

@@ -386,6 +386,8 @@ class CallsAndSteps(EpisodeLifecycle):
             if f is not None:
                 self._report(ep, slot, f, span_id, late, out)
 
+    # Not folded: _step_end's loop above has this shape; each walks its own slot list and calls its own hook
+    # with its own arguments, and a shared loop needs a bound method or *args per slot per span.
     def _time(self, ep: Episode, ns: int, span_id: str, judge: bool = True, late: bool = False,
               out: Optional[List[Violation]] = None) -> None:
         """A span of the episode started or ended at ``ns``: the episode's span time takes it in, and

@@ -32,6 +32,8 @@ class EarlyCheck(CallsAndSteps):
         """Whether any rule can be decided on one finished tool span alone (see :meth:`precheck`)."""
         return bool(self.plans.precheck().slots)
 
+    # Not folded: the span's fields as parameters, as Engine.start_span / end_span take them: each door
+    # passes them straight; a shared record would be one more allocation per span on the hot path.
     def precheck(
         self,
         trace_id: str,

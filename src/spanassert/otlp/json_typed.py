@@ -196,7 +196,9 @@ def _block(spans: List[_Span], resource: Dict[str, Any], scope: str, source: str
                 for e in evs]
         else:
             events = NO_EVENTS
-        # Slot stores, as json_decode._fast_span does (keyword calls cost more on this path).
+        # Slot stores, as json_decode._fast_span does (keyword calls cost more on this path). Not folded:
+        # a shared fill for both decoders measured +45 ns per span (session 5); the values come from
+        # msgspec Structs with UNSET here, from dicts there.
         rec = _new_record(SpanRecord)
         rec.trace_id = last_trace
         rec.span_id = sid

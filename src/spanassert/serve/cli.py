@@ -59,6 +59,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bearer-token-file", metavar="FILE",
                    help=f"require `Authorization: Bearer <token>` (gRPC metadata `authorization`) on every export, "
                         f"the token read from FILE (or from ${BEARER_TOKEN_ENV}); /health stays open")
+    # Not folded: each add_argument below declares a different option (type, default, metavar, help with its
+    # default); a table of those five fields would be the same list again (the duplicates tool pairs them).
     p.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES, metavar="N",
                    help="largest request body, also after gzip decompression "
                         f"(default {DEFAULT_MAX_REQUEST_BYTES >> 20} MiB)")

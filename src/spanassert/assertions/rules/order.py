@@ -7,7 +7,7 @@ from typing import List, Optional
 from ...core.model import ToolCall
 from ..base import Field
 from ..selectors import SELECTOR_SCHEMA
-from .common import (
+from .common import (  # Not folded: names rules/__init__.py re-exports too (imports, no logic)
     HELD,
     INCONCLUSIVE,
     NOT_EXERCISED,
@@ -62,6 +62,8 @@ class _BeforeState(RuleState):
             self.then_unknown = unknown_args_note(call)
         return None
 
+    # Not folded: every state's _finish has this shape (unknown first, then its own held / not exercised
+    # order and messages); what they share is RuleState._eval.
     def _finish(self, complete: bool) -> RuleEvaluation:
         first, then = self.rule.operands["first"], self.rule.operands["then"]
         if self.then_unknown is not None:
@@ -72,6 +74,9 @@ class _BeforeState(RuleState):
         return self._eval(NOT_EXERCISED, [], f"'{then}' never appeared, so the ordering was never constrained")
 
 
+# Not folded: a kind's class body is the Rule contract (common.py) filled with its own data: kind, doc,
+# operands, state class, id format. What the kinds share (building operands, the id, the `distinct`
+# check) is written once in Rule; the same holds for every kind below and in presence.py.
 class BeforeRule(Rule):
     kind = "before"
     doc = "The first `first` call must precede the first `then` call; `then` with no earlier `first` violates."

@@ -137,6 +137,7 @@ class _MaxCallsState(RuleState):
         return self._eval(HELD, list(self.hits))
 
 
+# Not folded: a kind's class body, the Rule contract filled with its own data (see order.BeforeRule).
 class MaxCallsRule(Rule):
     kind = "max_calls"
     doc = "At most `max` matching calls. Zero calls holds."
