@@ -14,9 +14,7 @@ RULES = """\
 version: 1
 tests:
   - id: no-delete
-    assertions:
-      - type: trace_must_not_call_tool
-        tool: delete_database
+    assertions: [{type: trace_must_not_call_tool, tool: delete_database}]
 """
 
 
