@@ -140,8 +140,9 @@ def fast_callbacks(slow_start: Callable[[Any, Any], None], slow_end: Callable[[A
             if type(c) is sc and (p is None or (type(p) is sc and not p[2])):
                 a = span._attributes._dict
                 name = span._name
-                if ((name in names or plain_name(name))
-                        and not (k1 in a or k2 in a or k3 in a or k4 in a or k5 in a)):
+                # The markers first: a GenAI span that has one is settled without its name test.
+                if (not (k1 in a or k2 in a or k3 in a or k4 in a or k5 in a)
+                        and (name in names or plain_name(name))):
                     if c[0] not in traces:
                         return
                     if p is not None:
@@ -162,8 +163,8 @@ def fast_callbacks(slow_start: Callable[[Any, Any], None], slow_end: Callable[[A
                 at = span._attributes
                 a = at._dict
                 name = span._name
-                if ((name in names or plain_name(name))
-                        and not (k1 in a or k2 in a or k3 in a or k4 in a or k5 in a)):
+                if (not (k1 in a or k2 in a or k3 in a or k4 in a or k5 in a)
+                        and (name in names or plain_name(name))):
                     sid = c[1]
                     # Of a span whose SDK dropped attributes, events or an event's attributes (span
                     # limits, as :func:`dropped` counts them: a plain span
