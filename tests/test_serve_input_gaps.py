@@ -52,16 +52,33 @@ def _agent(n: int, tools: List[str]) -> List[Dict[str, Any]]:
     return spans
 
 
+METRICS: Dict[Tuple[str, str], int] = {}  # the last _serve's (instrument, reason or kind) -> value
+
+
 def _serve(config: Any, bodies: List[bytes]) -> Tuple[Dict[str, Any], List[int]]:
     """The bodies POSTed to serve's OTLP/HTTP endpoint in turn, then a graceful stop: its
-    --report-json document and the HTTP statuses."""
+    --report-json document and the HTTP statuses (its metrics in METRICS)."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    reader = InMemoryMetricReader()
     receiver = Receiver(config, ServeOptions(grpc_endpoint=None, http_endpoint="127.0.0.1:0",
-                                             report_json=os.devnull, quiet=True, settle=0.2))
+                                             report_json=os.devnull, quiet=True, settle=0.2),
+                        meter_provider=MeterProvider(metric_readers=[reader]))
     receiver.start()
     try:
         statuses = [post(f"http://{receiver.http_address}/v1/traces", b, "application/json")[0] for b in bodies]
     finally:
         receiver.stop()
+    data = reader.get_metrics_data()
+    METRICS.clear()
+    for rm in (data.resource_metrics if data else []):
+        for sm in rm.scope_metrics:
+            for m in sm.metrics:
+                if m.name in ("spanassert.spans.unreadable", "spanassert.overflows"):
+                    for p in m.data.data_points:
+                        label = p.attributes.get("spanassert.reason") or p.attributes.get("spanassert.kind")
+                        METRICS[(m.name, str(label))] = int(p.value)
     return receiver.report_dict(), statuses
 
 
@@ -122,6 +139,7 @@ def test_a_span_serve_rejects_leaves_no_pass_in_its_report(tmp_path: Path, confi
     served, statuses = _serve(config, cut)
     assert statuses == [200, 200]
     assert served["receiver"]["spans_rejected"] == 1
+    assert METRICS.get(("spanassert.spans.unreadable", "rejected")) == 1  # what an operator alerts on
     got = _verdicts(served["episodes"])
     assert got and not [v for v in got if v[2] == "passed"], got
     assert got == _replayed(tmp_path, config, cut)
@@ -136,6 +154,7 @@ def test_a_request_serve_refuses_as_unreadable_leaves_no_pass_in_its_report(conf
     served, statuses = _serve(config, [good, b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId'])
     assert statuses == [200, 400]
     assert served["receiver"]["requests_unreadable"] == 1
+    assert METRICS.get(("spanassert.overflows", "request_unreadable")) == 1
     got = _verdicts(served["episodes"])
     assert got and {v[2] for v in got} == {"inconclusive"}, got
 

@@ -309,6 +309,8 @@ class Receiver:
         with self._stats_lock:
             self.requests += 1
             self.spans_rejected += rejected
+        if rejected:
+            self.sink.input_refused(rejected, 0)
         down = self.unavailable() is not None
         if not records:
             return not down
@@ -322,6 +324,7 @@ class Receiver:
         """A request refused because its body could not be read (its spans, if any, are lost)."""
         with self._stats_lock:
             self.requests_unreadable += 1
+        self.sink.input_refused(0, 1)
 
     def input_gaps(self) -> List[str]:
         """What serve could not read, as the report says it (replay's "parts of the input that

@@ -7,13 +7,15 @@ import threading
 from collections import OrderedDict
 from typing import Any, Optional, TextIO, Tuple
 
-from ..core.emit import Telemetry
+from ..core.emit import ATTR_KIND, ATTR_REASON, Telemetry
 from ..core.escaping import escape_control
 from ..core.model import Verdict
 from ..core.report import Report, ReportSink
 from ..core.results import EpisodeResult, Violation
 
 EARLY_MEMORY = 100_000  # (test, assertion, span) keys of violations reported on arrival
+REASON_REJECTED = "rejected"  # spanassert.spans.unreadable: a span serve could not decode
+OVERFLOW_REQUEST_UNREADABLE = "request_unreadable"  # spanassert.overflows: a request refused as unreadable
 
 
 class ServeSink(Telemetry):
@@ -117,6 +119,19 @@ class ServeSink(Telemetry):
         if self.report_sink is not None:
             self.report_sink.late_span()
         super().late_span()
+
+    def input_refused(self, spans: int, requests: int) -> None:
+        """Input serve could not read (never sent again by the client): ``spans`` rejected from a
+        request it took (partial success), counted in ``spanassert.spans.unreadable`` (reason
+        ``rejected``); ``requests`` refused whole (HTTP 400/411/413), in ``spanassert.overflows``
+        (kind ``request_unreadable``). Its --report-json then passes nothing (Receiver.input_gaps)."""
+        try:
+            if spans:
+                self.unreadable_spans.add(spans, {ATTR_REASON: REASON_REJECTED})
+            if requests:
+                self.overflows.add(requests, {ATTR_KIND: OVERFLOW_REQUEST_UNREADABLE})
+        except Exception as exc:  # noqa: BLE001 - a metric must not fail a request
+            self.internal_error("metrics", exc)
 
     def internal_error(self, kind: str, exc: BaseException) -> None:
         with self._count_lock:
