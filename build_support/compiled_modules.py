@@ -11,24 +11,32 @@ MIN_PYTHON = (3, 10)
 # Stubs that mypy needs to type-check the compiled modules' imports (with the run-time dependencies).
 TYPE_STUBS = ["types-PyYAML==6.0.12.20261122"]
 
-# The modules compiled by mypyc (paths under src/). Every module here must compile without a mypyc
-# error, import, and run the whole suite unchanged (make test-compiled). No package __init__.py: a
-# compiled one has no submodules to import (ModuleNotFoundError). Left out for now, and why:
-#   core/records.py: its `if TYPE_CHECKING: ... else:` fallback is "unreachable" to mypyc and raises;
-#   core/engine.py (multiple inheritance), and so its mixins core/precheck.py, core/lifecycle.py,
-#   core/calls.py and core/verdicts.py (a pure class cannot be instantiated with a compiled class
-#   among its ancestors, and two compiled bases' layouts conflict); core/episode.py, core/toolcall.py,
-#   core/assembly.py and the rule modules of assertions/ (class decorators, class-level instance
-#   attributes, a list subclass); assertions/base.py, core/model.py and core/diagnostics.py (Assertion,
-#   EpisodeView and ConfigError are subclassed by pure classes: they need
-#   mypyc_attr(allow_interpreted_subclasses=True)). native10's source edits (issue 15) add them as they
-#   land. otlp/json_typed.py's msgspec Struct declarations live in otlp/json_structs.py, which stays
-#   pure (a compiled module's generic classes cannot be subscripted: `_Traces[_Span]`).
+# The modules compiled by mypyc (paths under src/): the engine, its episodes and rule types (native10's
+# source edits for native classes, issue 15), the mapping and the reading side of replay. Every module
+# here must compile without a mypyc error, import, and run the whole suite unchanged (make
+# test-compiled); tests/test_build.py checks statically that no pure class descends from a compiled one
+# (one that does must allow interpreted subclasses: core/native.py's mypyc_attr). Never compiled:
+#   a package __init__.py (a compiled one has no submodules to import: ModuleNotFoundError);
+#   core/records.py and core/native.py (their `if TYPE_CHECKING: ... else:` fallbacks are "unreachable"
+#   to mypyc, which then raises);
+#   otlp/json_structs.py (msgspec builds its decoders from these generic Struct classes; a compiled
+#   module's generic classes cannot be subscripted: `_Traces[_Span]`).
+# Not yet (measured only with these): core/assembly.py (TraceSpans subclasses list; a pure test
+# reference subclasses TraceBuffer), the expected/ and rules/ rule types, config/, live/, serve/.
 MODULES = [
+    "spanassert/core/engine.py",
+    "spanassert/core/calls.py",
+    "spanassert/core/precheck.py",
+    "spanassert/core/toolcall.py",
+    "spanassert/core/lifecycle.py",
+    "spanassert/core/verdicts.py",
+    "spanassert/core/episode.py",
+    "spanassert/core/model.py",
     "spanassert/core/plan.py",
     "spanassert/core/results.py",
     "spanassert/core/spans.py",
     "spanassert/core/durations.py",
+    "spanassert/core/diagnostics.py",
     "spanassert/core/exports.py",
     "spanassert/core/escaping.py",
     "spanassert/core/suggest.py",
@@ -37,8 +45,19 @@ MODULES = [
     "spanassert/mapping/conventions.py",
     "spanassert/mapping/mapper.py",
     "spanassert/mapping/usage.py",
+    "spanassert/assertions/base.py",
     "spanassert/assertions/values.py",
     "spanassert/assertions/detectors.py",
+    "spanassert/assertions/sensitive.py",
+    "spanassert/assertions/loops.py",
+    "spanassert/assertions/flow.py",
+    "spanassert/assertions/budgets.py",
+    "spanassert/assertions/tool_calls.py",
+    "spanassert/assertions/call_checks.py",
+    "spanassert/assertions/sequence.py",
+    "spanassert/assertions/allowlist.py",
+    "spanassert/assertions/steps.py",
+    "spanassert/assertions/ending.py",
     "spanassert/assertions/selectors.py",
     "spanassert/assertions/schema_fast.py",
     "spanassert/assertions/args_policy.py",
