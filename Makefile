@@ -61,8 +61,8 @@ compiled-venv:
 test-compiled: compiled-venv fwenvs
 	SPANASSERT_EXPECT_COMPILED=1 "$$($(PYTHON) build_support/compiled_venv.py --path)/bin/python" -m pytest -q tests
 
-# Every row in the pure build (the editable venv); the engine-alone and replay rows again in the compiled
-# build beside them (each row says which build it measured; without a compiler, pure rows only).
+# Every row in the pure build (the editable venv); every row whose work runs through compiled modules again
+# in the compiled build beside them (each row says which build it measured; without a compiler, pure rows only).
 bench: $(STAMP)
 	-$(MAKE) compiled-venv
 	SPANASSERT_BENCH_COMPILED="$$($(PYTHON) build_support/compiled_venv.py --path)" $(PY) benchmarks/run.py
