@@ -263,3 +263,44 @@ def test_plain_child_spans_of_an_episode_are_taken_in_on_the_agent_thread_with_t
     # except one whose trace had an end still queued (GET /orders, right after its tool's end).
     assert "POST /v1/chat/completions" not in puts
     assert puts.count("work") == 5 and puts.count("invoke_agent support") == 5
+
+
+def test_span_ends_are_exported_in_end_order_while_the_worker_is_still_exporting_an_earlier_one():
+    """Found by tests/test_identical_verdicts.py under load: the worker hands a span end on after
+    it released the engine lock; an agent's thread that meanwhile started a span needing the later
+    queued ends (here a call recognised only at its end) ran and exported those first, so a span
+    reached the file after its trace's root and serve judged the trace without it (`inconclusive`,
+    "calls arrived after the episode closed", where live and replay said `failed`/`passed`)."""
+    import threading
+
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    exporting = threading.Event()
+    release = threading.Event()
+    exported = []
+
+    class Slow(SpanProcessor):
+        def on_end(self, span):
+            if span.name == "execute_tool first" and not exporting.is_set():
+                exporting.set()  # the worker, with the engine lock released, exporting this end
+                assert release.wait(30)
+            exported.append(span.name)
+
+    proc = AssertionSpanProcessor(RULES, export=Slow(), tick_interval=0, background=True)
+    tp = TracerProvider()
+    tp.add_span_processor(proc)
+    t = tp.get_tracer("bg")
+    with t.start_as_current_span("invoke_agent support", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}):
+        t.start_span("execute_tool first", attributes={
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"}).end()
+        assert exporting.wait(30)
+        late = t.start_span("work")  # a call whose markers are set after its start: its end is a barrier
+        late.set_attributes({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "refund"})
+        late.end()
+        # Its start needs the queued end of "work" first (taken and evaluated on this thread).
+        t.start_span("execute_tool next", attributes={
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"}).end()
+        release.set()
+    tp.shutdown()
+    assert exported == ["execute_tool first", "work", "execute_tool next", "invoke_agent support"]

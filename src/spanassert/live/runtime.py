@@ -125,8 +125,10 @@ class Runtime(QueuedEnds):
             item = self._queue.take_now()
             if item is None:
                 break
-            self._forward(item[0], None)
-            self._queue.done(item)
+            try:
+                self._hand_on(item, None)
+            finally:
+                self._queue.done(item)
         for p in self._export:
             def stop(p: SpanProcessor = p) -> None:
                 try:

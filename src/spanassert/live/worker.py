@@ -61,6 +61,12 @@ class EndQueue:
         # trace id -> span ends of it queued or being judged, not yet handed on (read without `cond`
         # by the processor: a dict read is atomic, and an end queued after the read is a later one)
         self.traces: Dict[Any, int] = {}
+        # Taken items in the order they were taken, until handed on (see QueuedEnds._hand_on), the
+        # outcomes of those evaluated while an earlier one was still being handed on (by id), and
+        # whether a thread is handing items on.
+        self.order: collections.deque[Item] = collections.deque()
+        self.ready: Dict[int, Optional[SpanOutcome]] = {}
+        self.handing = False
 
     def __len__(self) -> int:
         return len(self.items)
@@ -118,6 +124,7 @@ class EndQueue:
             else:
                 self.barriers.pop(key, None)
         self.inflight += 1
+        self.order.append(item)
         if self.waiting:
             self.cond.notify_all()
         return item
@@ -125,6 +132,13 @@ class EndQueue:
     def take_now(self) -> Optional[Item]:
         with self.cond:
             return self.take()
+
+    def hold(self, item: Item) -> None:
+        """Keep ``item`` counted as taken and its trace as busy until :meth:`done` is called once
+        more for it (call with ``cond`` held)."""
+        self.inflight += 1
+        tid = item[3]
+        self.traces[tid] = self.traces.get(tid, 0) + 1
 
     def done(self, item: Item) -> None:
         """``item`` (taken) was evaluated and handed on."""
@@ -225,7 +239,7 @@ class QueuedEnds:
     _marked_role: Callable[[str, Mapping[str, Any]], int]
 
     def _forward(self, span: ReadableSpan, out: Optional[SpanOutcome]) -> None:
-        raise NotImplementedError  # the processor's: hand a span on to the wrapped processors
+        raise NotImplementedError  # the processor's: hand a span on to the wrapped processors (see _hand_on)
 
     def _evaluate_end(self, span: ReadableSpan) -> Optional[SpanOutcome]:
         raise NotImplementedError  # the processor's: give a span end to the engine
@@ -291,7 +305,7 @@ class QueuedEnds:
             if item is None:
                 return
             try:
-                self._forward(item[0], self._run_item(item[0]))
+                self._hand_on(item, self._run_item(item[0]))
             finally:
                 queue.done(item)
 
@@ -305,7 +319,7 @@ class QueuedEnds:
             item = self._queue.take_now()
             if item is not None:
                 try:
-                    self._forward(item[0], self._run_item(item[0]))
+                    self._hand_on(item, self._run_item(item[0]))
                 finally:
                     self._queue.done(item)
         finally:
@@ -327,13 +341,50 @@ class QueuedEnds:
             finally:
                 items = self._sink.take_deferred()
         try:
-            self._forward(item[0], out)
+            self._hand_on(item, out)
             self._sink.run_deferred(items)
         except BaseException as exc:  # noqa: BLE001 -- the processor never raises into the application
             self._sink.internal_error("worker", exc)
         finally:
             self._queue.done(item)
         return True
+
+    def _hand_on(self, item: Item, out: Optional[SpanOutcome]) -> None:
+        """Hand a taken, evaluated span end on to the wrapped processors in the order the queue gave
+        the ends out, which is the order they ended. The worker hands its end on after releasing the
+        engine lock, so an agent's thread may meanwhile take and evaluate later ends (a start that
+        needs them): exported first, a span would reach replay and serve after its trace's root,
+        and serve would judge the trace without it. An end taken while an earlier one is not yet
+        handed on is left (held) for the thread handing that one on, which hands it on next: no
+        thread waits for another."""
+        queue = self._queue
+        with queue.cond:
+            if queue.handing or queue.order[0] is not item:
+                queue.ready[id(item)] = out
+                queue.hold(item)  # released by the thread that hands it on
+                return
+            queue.handing = True
+            queue.order.popleft()
+        held = False
+        try:
+            while True:
+                try:
+                    self._forward(item[0], out)
+                finally:
+                    if held:
+                        queue.done(item)
+                with queue.cond:
+                    order = queue.order
+                    if not order or id(order[0]) not in queue.ready:
+                        queue.handing = False
+                        return
+                    item = order.popleft()
+                    out = queue.ready.pop(id(item))
+                    held = True
+        except BaseException:
+            with queue.cond:
+                queue.handing = False
+            raise
 
     def _drain(self, timeout_s: float) -> bool:
         """Wait until everything queued so far was evaluated and handed on (True), or the time is up.
