@@ -304,3 +304,47 @@ def test_span_ends_are_exported_in_end_order_while_the_worker_is_still_exporting
         release.set()
     tp.shutdown()
     assert exported == ["execute_tool first", "work", "execute_tool next", "invoke_agent support"]
+
+
+def test_ends_left_waiting_by_an_export_interrupted_with_a_base_exception_are_still_handed_on_in_order():
+    """The order-keeping hand-on (above): while the worker exports an end, later ends evaluated on
+    another thread wait for it to hand them on. An exporter that raises what no `except Exception`
+    catches (KeyboardInterrupt, a framework's BaseException timeout) interrupted that thread; the
+    ends it left waited forever: never exported, and flush and shutdown waited out their time."""
+    import threading
+
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class Interrupted(BaseException):
+        pass
+
+    exporting = threading.Event()
+    release = threading.Event()
+    exported = []
+
+    class Interrupting(SpanProcessor):
+        def on_end(self, span):
+            if span.name == "execute_tool first" and not exporting.is_set():
+                exporting.set()
+                assert release.wait(30)
+                raise Interrupted()
+            exported.append(span.name)
+
+    proc = AssertionSpanProcessor(RULES, export=Interrupting(), tick_interval=0, background=True)
+    tp = TracerProvider()
+    tp.add_span_processor(proc)
+    t = tp.get_tracer("bg")
+    with t.start_as_current_span("invoke_agent support", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}):
+        t.start_span("execute_tool first", attributes={
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"}).end()
+        assert exporting.wait(30)
+        late = t.start_span("work")
+        late.set_attributes({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "refund"})
+        late.end()
+        t.start_span("execute_tool next", attributes={
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"}).end()
+        release.set()
+    assert proc.force_flush(10_000)
+    assert exported == ["work", "execute_tool next", "invoke_agent support"]
+    tp.shutdown()

@@ -129,6 +129,10 @@ class Runtime(QueuedEnds):
                 self._hand_on(item, None)
             finally:
                 self._queue.done(item)
+        try:
+            self._hand_on_stranded()  # ends an interrupted thread left waiting (none, normally)
+        except Exception as exc:  # noqa: BLE001 -- the processor never raises into the application
+            self._sink.internal_error("shutdown", exc)
         for p in self._export:
             def stop(p: SpanProcessor = p) -> None:
                 try:

@@ -362,10 +362,44 @@ class QueuedEnds:
             if queue.handing or queue.order[0] is not item:
                 queue.ready[id(item)] = out
                 queue.hold(item)  # released by the thread that hands it on
+                first = self._stranded()
+                if first is None:
+                    return
+                item, out = first
+                held = True
+            else:
+                queue.order.popleft()
+                held = False
+            queue.handing = True
+        self._hand_on_from(item, out, held)
+
+    def _stranded(self) -> Optional[Tuple[Item, Optional[SpanOutcome]]]:
+        """With ``cond`` held: the first end taken, when it is evaluated and waits to be handed on
+        while no thread is handing ends on (taken out of the order; the caller hands it on), else
+        None. That happens only after a thread handing ends on was interrupted by an exception no
+        exporter catches (a BaseException such as KeyboardInterrupt): the ends it left must not
+        wait forever (a span is never dropped, and flush would wait for them)."""
+        queue = self._queue
+        if queue.handing or not queue.order or id(queue.order[0]) not in queue.ready:
+            return None
+        item = queue.order.popleft()
+        return item, queue.ready.pop(id(item))
+
+    def _hand_on_stranded(self) -> None:
+        """Hand on the ends an interrupted thread left waiting (:meth:`_stranded`), if any."""
+        queue = self._queue
+        with queue.cond:
+            first = self._stranded()
+            if first is None:
                 return
             queue.handing = True
-            queue.order.popleft()
-        held = False
+        self._hand_on_from(first[0], first[1], True)
+
+    def _hand_on_from(self, item: Item, out: Optional[SpanOutcome], held: bool) -> None:
+        """As the thread handing ends on (``queue.handing`` set by the caller): hand ``item`` on,
+        then every end after it that is already evaluated, in order. ``held``: ``item`` was parked
+        (:meth:`EndQueue.hold`), so its hold is released here."""
+        queue = self._queue
         try:
             while True:
                 try:
@@ -383,7 +417,7 @@ class QueuedEnds:
                     held = True
         except BaseException:
             with queue.cond:
-                queue.handing = False
+                queue.handing = False  # the ends left are handed on by the next thread (_stranded)
             raise
 
     def _drain(self, timeout_s: float) -> bool:
@@ -391,6 +425,7 @@ class QueuedEnds:
         Without a worker, the calling thread does the work."""
         if not self._background:
             return True
+        self._hand_on_stranded()
         deadline = time.monotonic() + timeout_s
         done = self._queue.wait_empty(timeout_s, self._worker_alive)
         if done is not None:
