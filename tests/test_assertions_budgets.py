@@ -97,9 +97,18 @@ def test_budgets_that_cannot_fail_are_refused(rule: str, why: str) -> None:
     ({"gen_ai.usage.input_tokens": "12", "gen_ai.usage.output_tokens": 3.0}, (None, 12, 3, 15)),
     ({"gen_ai.usage.input_tokens": -1, "gen_ai.usage.output_tokens": "many"}, (None, None, None, None)),
     ({"gen_ai.usage.input_tokens": True}, (None, None, None, None)),
-    # The first key present decides, even when its value is no count; a model name must be text.
+    # A present value that is no count makes the count unknown, whatever other keys say; a model name
+    # must be text.
     ({"gen_ai.usage.input_tokens": "many", "gen_ai.usage.prompt_tokens": 5, "gen_ai.usage.output_tokens": 0,
       "gen_ai.response.model": 5, "gen_ai.request.model": "", "llm.request.model": "m"}, ("m", None, 0, None)),
+    ({"gen_ai.usage.input_tokens": 5, "llm.token_count.prompt": "many"}, (None, None, None, None)),
+    # Two conventions' keys on one span disagreeing: the largest count (review11: the first key's 5
+    # passed a budget the span's own 5,000 broke); a total below its parts is not the total.
+    ({"gen_ai.usage.input_tokens": 5, "llm.token_count.prompt": 5000, "gen_ai.usage.output_tokens": 1},
+     (None, 5000, 1, 5001)),
+    ({"gen_ai.usage.input_tokens": 500, "gen_ai.usage.output_tokens": 500, "gen_ai.usage.total_tokens": 5},
+     (None, 500, 500, 1000)),
+    ({"gen_ai.usage.input_tokens": 500, "llm.usage.total_tokens": 7}, (None, 500, None, 500)),
 ])
 def test_usage_is_read_in_every_convention(attributes: Dict[str, Any], expected: Any) -> None:
     s = step_usage(attributes)
@@ -255,3 +264,31 @@ def test_a_count_int_cannot_read_is_unknown_and_the_other_counts_still_judge(tmp
         verdicts(served.episodes[0].results)["tokens"] == "failed"
     assert {v.test_id: v.span_id for v in vs}["tokens"] == {v.test_id: v.span_id for v in report.violations}["tokens"] \
         == ids["step1"]
+
+
+# -- hostile usage shapes, in all three doors (review11) -------------------------------------------------
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
+@pytest.mark.parametrize("usage", [
+    # Two conventions on one span, the first key's count small: the step took 5,000 input tokens.
+    {"gen_ai.usage.input_tokens": 5, "llm.token_count.prompt": 5000, "gen_ai.usage.output_tokens": 1},
+    # A recorded total below the input and output recorded with it.
+    {"gen_ai.usage.input_tokens": 500, "gen_ai.usage.output_tokens": 500, "gen_ai.usage.total_tokens": 5},
+    # A count past the float range (400 digits): the sum raised OverflowError (live and serve counted an
+    # internal error, replay stopped with one) where the step is over every budget.
+    {"gen_ai.usage.input_tokens": "9" * 400, "gen_ai.usage.output_tokens": 1},
+], ids=["conventions disagree", "total below its parts", "past the float range"])
+def test_hostile_usage_fails_the_budget_in_every_door(tmp_path: Any, usage: Dict[str, Any], background: bool) -> None:
+    path = str(tmp_path / "t.jsonl")
+    live: List[Any] = []
+    vs: List[Any] = []
+    steps = [{**usage, "gen_ai.response.model": "gpt-4o"}]
+    ids = run_episode(path, steps, tool_end_s=3, root_end_s=4, live=live, violations=vs, background=background)
+    report = replay(load_config(RULES), [path])
+    served = serve_in_process(path, load_config(RULES))
+    for results in (live[0].results, report.episodes[0].results, served.episodes[0].results):
+        assert verdicts(results)["tokens"] == "failed"
+        assert verdicts(results)["cost"] == "failed"
+    assert {v.test_id: v.span_id for v in vs}["tokens"] == {v.test_id: v.span_id for v in report.violations}[
+        "tokens"] == {v.test_id: v.span_id for v in served.violations}["tokens"] == ids["step1"]

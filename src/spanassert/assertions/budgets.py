@@ -47,6 +47,15 @@ class BudgetState:
         self.unknown_note: Optional[str] = None
 
 
+def _as_float(n: float) -> float:
+    """A count or an amount as a float; one past the float range is infinite (a token count is
+    recorded by the span: a hostile one must fail the budget, not raise OverflowError)."""
+    try:
+        return float(n)
+    except OverflowError:
+        return math.inf
+
+
 def _step_ref(step: ModelStep) -> str:
     return f"model step #{step.number}" + (f" (span {step.span_id})" if step.span_id else "")
 
@@ -82,7 +91,7 @@ class _StepBudget(Assertion):
             if state.unknown_note is None:
                 state.unknown_note = f"{_step_ref(step)}: {why}"
             return None
-        state.used += value
+        state.used += _as_float(value)
         if state.over or state.used <= self.max:
             return None
         state.over = True
@@ -138,7 +147,7 @@ class MaxTokensAssertion(_StepBudget):
         return value, f"no {self.kind} token count was recorded"
 
     def fmt(self, amount: float) -> str:
-        return f"{int(amount)}"
+        return f"{amount:.0f}"  # (not int(): an infinite sum has no int)
 
 
 register(MaxTokensAssertion)
@@ -187,7 +196,8 @@ class MaxCostAssertion(_StepBudget):
                           else f"no price for model `{step.model[:80]}` and no `default_price`")
         if step.input_tokens is None or step.output_tokens is None:
             return None, "input and output token counts were not both recorded"
-        return (step.input_tokens * price["input"] + step.output_tokens * price["output"]) / 1e6, ""
+        cost = _as_float(step.input_tokens) * price["input"] + _as_float(step.output_tokens) * price["output"]
+        return cost / 1e6, ""
 
     def fmt(self, amount: float) -> str:
         return f"{amount:.6g}"

@@ -8,7 +8,9 @@
 - OpenInference: ``llm.token_count.prompt`` / ``.completion`` / ``.total``; ``llm.model_name``.
 
 A count is a non-negative integer (an integer-valued float or a string of digits is accepted, as
-exporters write them); anything else is *unknown*, never zero.
+exporters write them); anything else is *unknown*, never zero. A count recorded under two
+conventions' keys with different values is the largest of them; a recorded total is at least the
+input and output recorded with it.
 """
 from __future__ import annotations
 
@@ -43,14 +45,22 @@ def _count(value: Any) -> Optional[int]:
     return None
 
 
-def _first(attributes: Mapping[str, Any], keys: Tuple[str, ...]) -> Optional[int]:
-    """The count under the first of ``keys`` that is present (a non-negative int as it is: the
-    common case, without the general conversion)."""
+def _recorded(attributes: Mapping[str, Any], keys: Tuple[str, ...]) -> Optional[int]:
+    """The count ``keys`` record (None: none present, or one present that is not a count). A span
+    that records it under two conventions' keys with different values says more than one thing:
+    the largest is taken (a budget then fails rather than passes on the smaller one), and a present
+    value that is not a count makes the whole count unknown. (A non-negative int is taken as it is:
+    the common case, without the general conversion.)"""
+    found: Optional[int] = None
     for k in keys:
         if k in attributes:
             v = attributes[k]
-            return v if type(v) is int and v >= 0 else _count(v)
-    return None
+            n = v if type(v) is int and v >= 0 else _count(v)
+            if n is None:
+                return None
+            if found is None or n > found:
+                found = n
+    return found
 
 
 def has_usage(attributes: Mapping[str, Any]) -> bool:
@@ -68,8 +78,14 @@ def step_usage(attributes: Mapping[str, Any], span_id: Optional[str] = None, num
             if isinstance(v, str) and v:
                 model = v
                 break
-    step = ModelStep(span_id, number, model, _first(attributes, INPUT_KEYS), _first(attributes, OUTPUT_KEYS),
-                     _first(attributes, TOTAL_KEYS))
+    inputs = _recorded(attributes, INPUT_KEYS)
+    outputs = _recorded(attributes, OUTPUT_KEYS)
+    total = _recorded(attributes, TOTAL_KEYS)
+    if total is not None:
+        # A recorded total below the input or output it was recorded with (or their sum) is not the
+        # total: the largest figure the span gives is taken.
+        total = max(total, (inputs or 0) + (outputs or 0))
+    step = ModelStep(span_id, number, model, inputs, outputs, total)
     if fallback is not None:
         step.model = step.model or fallback.model
         if step.input_tokens is None and step.output_tokens is None and step.total_tokens is None:
