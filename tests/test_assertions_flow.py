@@ -136,3 +136,14 @@ def test_a_source_value_used_as_an_object_key_of_the_sink_flows_too(arguments: D
     narrowed = dict(SPEC, to={"tool": "send_email", "path": "recipients"})
     assert drive(narrowed, [lookup(), ok("send_email", {"recipients": {EMAIL: 1}})]).verdict is Verdict.FAILED
     assert drive(narrowed, [lookup(), ok("send_email", {"cc": {EMAIL: 1}, "recipients": {}})]).verdict is Verdict.PASSED
+
+
+def test_a_from_path_no_result_holds_is_not_a_pass() -> None:
+    """review11: `from.path` that selects nothing in any result (the value sits deeper, in a wrapper
+    the path does not name) passed, "0 followed"; nothing was followed, so the rule does not apply."""
+    spec = dict(SPEC, **{"from": {"tool": "lookup_customer", "path": "email"}})
+    wrapped = ok("lookup_customer", {"id": 7}, result={"customer": {"email": EMAIL}})
+    run = drive(spec, [wrapped, ok("send_email", {"to": "x@y.z"})])
+    assert run.verdict is Verdict.NOT_APPLICABLE
+    assert "returned nothing under `email`" in run.outcome.message
+    assert drive(spec, [lookup(), ok("send_email", {"to": "x@y.z"})]).verdict is Verdict.PASSED

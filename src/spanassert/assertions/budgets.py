@@ -47,9 +47,11 @@ class BudgetState:
         self.unknown_note: Optional[str] = None
 
 
-def _as_float(n: float) -> float:
+def _as_float(n: Any) -> float:
     """A count or an amount as a float; one past the float range is infinite (a token count is
-    recorded by the span: a hostile one must fail the budget, not raise OverflowError)."""
+    recorded by the span: a hostile one must fail the budget, not raise OverflowError). ``Any``, not
+    ``float``: compiled (mypyc), a ``float`` parameter converts an int on the way in, and raises
+    TypeError for one past the float range before this body could catch it."""
     try:
         return float(n)
     except OverflowError:
@@ -91,7 +93,7 @@ class _StepBudget(Assertion):
             if state.unknown_note is None:
                 state.unknown_note = f"{_step_ref(step)}: {why}"
             return None
-        state.used += _as_float(value)
+        state.used += value
         if state.over or state.used <= self.max:
             return None
         state.over = True
@@ -144,7 +146,7 @@ class MaxTokensAssertion(_StepBudget):
 
     def amount(self, step: ModelStep) -> Tuple[Optional[float], str]:
         value = getattr(step, self.field)
-        return value, f"no {self.kind} token count was recorded"
+        return (None if value is None else _as_float(value)), f"no {self.kind} token count was recorded"
 
     def fmt(self, amount: float) -> str:
         return f"{amount:.0f}"  # (not int(): an infinite sum has no int)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import unicodedata
 from typing import Callable, Dict, Iterable, List, Optional, Pattern, Set, Tuple
 
 
@@ -314,6 +315,29 @@ def _digit_count(text: str) -> int:
     return len(raw) - len(raw.translate(_NOT_DIGITS_TABLE, _DIGIT_BYTES))
 
 
+# Invisible characters, removed by :func:`visible`: Unicode's format characters (category Cf, as of
+# Unicode 14: soft hyphen, zero-width space and joiners, word joiner, bidi controls, byte order mark,
+# tags...), the combining grapheme joiner and the variation selectors. Ranges, inclusive.
+_INVISIBLE_RANGES = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x0600, 0x0605), (0x061C, 0x061C), (0x06DD, 0x06DD), (0x070F, 0x070F),
+    (0x0890, 0x0891), (0x08E2, 0x08E2), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x2064),
+    (0x2066, 0x206F), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD), (0x110CD, 0x110CD),
+    (0x13430, 0x13438), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001), (0xE0020, 0xE007F),
+    (0xE0100, 0xE01EF),
+)
+_INVISIBLE: Dict[int, None] = {c: None for lo, hi in _INVISIBLE_RANGES for c in range(lo, hi + 1)}
+
+
+def visible(text: str) -> str:
+    """``text`` as a reader sees it: NFKC-normalised (full-width digits and letters, ligatures and
+    other compatibility forms become their plain forms: U+FF14 is ``4``, U+FF20 is ``@``) and without
+    invisible format characters (a zero-width space splitting a key or a card number). ASCII text
+    is returned as it is (nothing to do: one C-level test)."""
+    if text.isascii():
+        return text
+    return unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
+
+
 def _gate(word: str) -> str:
     """The character of ``word`` least likely in a recorded value, for :class:`Scanner`: its first
     punctuation (not a space), else its first capital; "" when it has neither."""
@@ -388,11 +412,24 @@ class Scanner:
 
     def clears(self, text: str) -> bool:
         """True when no detector can find anything in ``text`` or in any piece of it (see
-        ``clears_containing_text``); False when that is not known."""
-        return self.clears_containing_text and not self.may_find(text)
+        ``clears_containing_text``), nor in what :func:`visible` makes of them; False when that is
+        not known."""
+        if not self.clears_containing_text or self.may_find(text):
+            return False
+        return text.isascii() or not self.may_find(visible(text))
 
     def scan(self, text: str) -> Optional[str]:
-        """The name of the first detector that finds something in ``text``, or None."""
+        """The name of the first detector that finds something in ``text``, or in what
+        :func:`visible` makes of it (a secret split by a zero-width space, a card number in
+        full-width digits), or None."""
+        found = self._scan(text)
+        if found is None and not text.isascii():
+            seen = visible(text)
+            if seen != text:
+                return self._scan(seen)
+        return found
+
+    def _scan(self, text: str) -> Optional[str]:
         if not self.may_find(text):
             if not self.always:
                 return None
@@ -426,5 +463,5 @@ def scan(text: str, names: Iterable[str]) -> Optional[str]:
 
 
 __all__ = ["DETECTORS", "GROUPS", "DETECTOR_NAMES", "Cue", "Detector", "Scanner", "expand", "scan", "scanner",
-           "luhn_ok",
+           "visible", "luhn_ok",
            "iban_ok", "IBAN_LENGTHS"]

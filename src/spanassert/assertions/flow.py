@@ -4,7 +4,9 @@ A value read from a source tool's result must not reach a later call's arguments
 The values are the string and number leaves of the source result (under ``from.path``) whose text
 has at least ``min_length`` characters; a value *reaches* a sink when its text occurs inside a string
 or number leaf or an object key of the sink's arguments (under ``to.path``), e.g. a customer's
-e-mail address read from ``lookup_customer`` and pasted into the body of ``send_email``.
+e-mail address read from ``lookup_customer`` and pasted into the body of ``send_email``. Texts are
+compared NFKC-normalised, without invisible characters and case-folded; a string holding JSON is
+read inside too (:class:`~.values.Walk`), on both sides.
 
 Nothing recorded is kept: per value, a hash of its first ``min_length`` characters (the anchor)
 and a 128-bit hash of the whole value; a sink text is scanned once, window by window, for anchors,
@@ -19,9 +21,10 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, NEED_RESULT, Assertion, BuildContext, Field
 from .call_checks import NO_FACTS, RareFactsHolder, call_ref, fail_first, unfinished
+from .detectors import visible
 from .registry import register
 from .selectors import MAX_MATCH_CHARS, warn_tool_name
-from .values import PATH_SCHEMA, Walk, digest, parse_path, show_path
+from .values import PATH_SCHEMA, Walk, digest, json_inside, parse_path, show_path
 
 # Distinct source values remembered per episode.
 MAX_FLOW_SOURCES = 4096
@@ -37,8 +40,11 @@ _END_SCHEMA = {
 
 
 def _text(leaf: Any) -> Optional[str]:
+    """A leaf's text as it is compared: as :func:`~.detectors.visible` shows it (NFKC, without
+    invisible characters) and case-folded, so a value that reaches a sink with a zero-width space
+    inserted, in full-width letters or in other case still reaches it."""
     if isinstance(leaf, str):
-        return leaf
+        return (leaf if leaf.isascii() else visible(leaf)).casefold()
     if isinstance(leaf, (int, float)) and not isinstance(leaf, bool):
         return repr(leaf) if isinstance(leaf, float) else str(leaf)
     return None
@@ -138,7 +144,7 @@ class NoFlowAssertion(Assertion):
         for path, node in walk.objects(arguments, self.sink_path):
             for key in node:
                 if isinstance(key, str):
-                    yield key, path, True
+                    yield (key if key.isascii() else visible(key)).casefold(), path, True
         for path, leaf in walk.leaves(arguments, self.sink_path):
             text = _text(leaf)
             if text is not None:
@@ -195,10 +201,14 @@ class NoFlowAssertion(Assertion):
         if call.result_state != CONTENT_OK:
             state.unknown_sources += 1  # not recorded, or cut short (unparsable): unknown values
             return
-        state.sources += 1
+        if self.source_path and type(call.result) is str and json_inside(call.result) is None:
+            state.unknown_sources += 1  # text, not JSON: `from.path` cannot be looked up in it
+            return
         walk = Walk()
         k = self.min_length
+        selected = not self.source_path  # a result without `from.path` in it holds nothing to follow
         for path, leaf in walk.leaves(call.result, self.source_path):
+            selected = True
             text = _text(leaf)
             if text is None or len(text) < k:
                 continue
@@ -219,6 +229,8 @@ class NoFlowAssertion(Assertion):
             where = f"`{call.name}` ({show_path(path)[:60]} of its result at {call_ref(call)})"
             anchors.setdefault(anchor, []).append((len(text), whole, where))
             state.count += 1
+        if selected:
+            state.sources += 1
         if walk.cut or call.result_truncated:
             state.unknown_sources += 1  # values past a bound were not followed
 
@@ -250,8 +262,9 @@ class NoFlowAssertion(Assertion):
         if not episode.decidable:
             return Outcome.inconclusive(f"no flow so far, but {unfinished(episode)}")
         if not state.sources:
-            return Outcome.not_applicable(f"`{self.source_tool}` returned nothing in this episode, so nothing could "
-                                          "flow")
+            under = f" under `{'.'.join(self.source_path)}`" if self.source_path else ""
+            return Outcome.not_applicable(f"`{self.source_tool}` returned nothing{under} in this episode, so nothing "
+                                          "could flow")
         return Outcome.passed(f"no value read from `{self.source_tool}` ({state.count} followed) reached {sink}")
 
 

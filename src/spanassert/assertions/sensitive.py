@@ -36,6 +36,10 @@ def leaf_text(leaf: Any) -> Optional[str]:
         return leaf
     if isinstance(leaf, int) and not isinstance(leaf, bool):
         return str(leaf)  # a card number recorded as a JSON number
+    if isinstance(leaf, float) and leaf.is_integer() and abs(leaf) < 1e16:
+        # ... or as one with a fraction of zero (`4111111111111111.0`); below 1e16 its JSON text
+        # holds every digit of it (so a recorded text cleared whole still clears its leaves)
+        return str(int(leaf))
     return None
 
 
@@ -119,8 +123,7 @@ def cleared_as_recorded(raw: Any, scan_with: Scanner) -> bool:
     complete: then a True here is exactly its ``(None, True)``, for one test instead of one per key
     and leaf. False means "scan the value"."""
     return (type(raw) is str and len(raw) < _CLEAR_CHARS and "\\" not in raw
-            and raw.count("[") + raw.count("{") <= _CLEAR_BRACKETS and scan_with.clears_containing_text
-            and not scan_with.may_find(raw))
+            and raw.count("[") + raw.count("{") <= _CLEAR_BRACKETS and scan_with.clears(raw))
 
 
 class SensitiveState(RareFactsHolder):

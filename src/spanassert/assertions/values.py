@@ -13,6 +13,8 @@ import re
 import struct
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
+from ..core.toolcall import CONTENT_OK, decode_content
+
 # A walk stops after this many leaves or this depth; the caller learns it was cut.
 MAX_LEAVES = 10_000
 MAX_DEPTH = 64
@@ -120,6 +122,24 @@ def show_path(parts: List[Any]) -> str:
     return out
 
 
+_OPENERS = ("{", "[")
+
+
+def _may_hold_json(text: str) -> bool:
+    head = text[:1]
+    return head in _OPENERS or (head.isspace() and text.lstrip()[:1] in _OPENERS)
+
+
+def json_inside(text: str) -> Any:
+    """The object or array a string holds as JSON text (a tool result recorded as JSON inside a JSON
+    string, as MCP's text content carries it, or arguments encoded twice), or None. Walks look
+    inside it, so what a value carries is seen however many times it was encoded."""
+    if not _may_hold_json(text):
+        return None
+    value, state = decode_content(text)
+    return value if state == CONTENT_OK and type(value) in (dict, list) else None
+
+
 def _selected(value: Any, select: Tuple[str, ...]) -> List[Tuple[List[Any], Any, int]]:
     """The nodes a selecting path (``items.*.id``) leads to, with their paths, deepest first in
     reverse order (a stack to pop)."""
@@ -127,6 +147,10 @@ def _selected(value: Any, select: Tuple[str, ...]) -> List[Tuple[List[Any], Any,
     for depth, key in enumerate(select):
         below: List[Tuple[List[Any], Any, int]] = []
         for path, node, _ in level:
+            if type(node) is str:
+                inner = json_inside(node)
+                if inner is not None:
+                    node = inner
             if isinstance(node, dict):
                 items = list(node.items()) if key == "*" else ([(key, node[key])] if key in node else [])
             elif isinstance(node, list):
@@ -147,7 +171,8 @@ def _selected(value: Any, select: Tuple[str, ...]) -> List[Tuple[List[Any], Any,
 class Walk:
     """The leaves of a value (strings, numbers, booleans, nulls) or its objects, with their paths,
     under an optional selecting path; ``cut`` is True afterwards when a bound stopped the walk
-    early."""
+    early. A string holding a JSON object or array is a leaf, and its value is walked too (below
+    the string's path, one level deeper: :func:`json_inside`)."""
 
     __slots__ = ("cut",)
 
@@ -180,6 +205,10 @@ class Walk:
                 self.cut = True
                 return
             yield path, node
+            if type(node) is str and (node[:1] in _OPENERS or node[:1].isspace()):
+                inner = json_inside(node)
+                if inner is not None:
+                    stack.append((path, inner, depth + 1))
 
     def objects(self, value: Any, select: Tuple[str, ...] = ()) -> Iterator[Tuple[List[Any], Dict[Any, Any]]]:
         """The non-empty objects at or below the selection, each before anything below it (so a
@@ -203,9 +232,15 @@ class Walk:
                     self.cut = True
                     return
                 below = zip(range(len(node) - 1, -1, -1), reversed(node))
+            elif type(node) is str:
+                inner = json_inside(node)
+                if inner is not None:
+                    stack.append((path, inner, depth + 1))
+                continue
             else:
                 continue
-            stack.extend(([*path, k], v, depth + 1) for k, v in below if isinstance(v, (dict, list)))
+            stack.extend(([*path, k], v, depth + 1) for k, v in below
+                         if isinstance(v, (dict, list)) or (type(v) is str and _may_hold_json(v)))
 
 
 __all__ = [
@@ -213,6 +248,7 @@ __all__ = [
     "MAX_DEPTH",
     "PATH_SCHEMA",
     "Walk",
+    "json_inside",
     "canonical_json",
     "canonical_key",
     "canonical_bytes",
