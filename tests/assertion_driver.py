@@ -124,11 +124,13 @@ class ModelStep:
     """A model call: a step that is not a tool call, with the usage its span records at its end."""
 
     def __init__(self, input_tokens: Optional[int] = None, output_tokens: Optional[int] = None,
-                 total_tokens: Optional[int] = None, model: Optional[str] = None) -> None:
+                 total_tokens: Optional[int] = None, model: Optional[str] = None,
+                 request_model: Optional[str] = None) -> None:
         self.input_tokens = input_tokens
         self.output_tokens = output_tokens
         self.total_tokens = total_tokens
         self.model = model
+        self.request_model = request_model  # a second model name recorded (the requested model)
 
 
 def _raw(value: Any) -> Any:
@@ -210,6 +212,8 @@ class Episode:
 
         n = self.episode.step_count
         record = StepRecord(f"step-{n}", n, spec.model, spec.input_tokens, spec.output_tokens, spec.total_tokens)
+        if spec.request_model is not None and spec.request_model != spec.model:
+            record.models = record.models + (spec.request_model,)
         self._keep("step", n, self.assertion.on_step_end(self.state, record))
 
     def start(self, spec: Call) -> ToolCall:

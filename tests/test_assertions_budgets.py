@@ -278,12 +278,19 @@ def test_a_count_int_cannot_read_is_unknown_and_the_other_counts_still_judge(tmp
     # A count past the float range (400 digits): the sum raised OverflowError (live and serve counted an
     # internal error, replay stopped with one) where the step is over every budget.
     {"gen_ai.usage.input_tokens": "9" * 400, "gen_ai.usage.output_tokens": 1},
-], ids=["conventions disagree", "total below its parts", "past the float range"])
+    # The priced model's name in other case and with a space; a response naming a dated snapshot of
+    # the requested (priced) model: no exact price, no default_price, so cost said inconclusive, and
+    # with a cheap default_price it passed (test_cost_of_a_model_named_loosely_is_never_below_its_price).
+    {"gen_ai.usage.input_tokens": 500, "gen_ai.usage.output_tokens": 50, "gen_ai.response.model": "GPT-4o "},
+    {"gen_ai.usage.input_tokens": 500, "gen_ai.usage.output_tokens": 50, "gen_ai.response.model": "gpt-4o-2024-08-06",
+     "gen_ai.request.model": "gpt-4o"},
+], ids=["conventions disagree", "total below its parts", "past the float range", "model name in other case",
+        "response names a snapshot"])
 def test_hostile_usage_fails_the_budget_in_every_door(tmp_path: Any, usage: Dict[str, Any], background: bool) -> None:
     path = str(tmp_path / "t.jsonl")
     live: List[Any] = []
     vs: List[Any] = []
-    steps = [{**usage, "gen_ai.response.model": "gpt-4o"}]
+    steps = [{"gen_ai.response.model": "gpt-4o", **usage}]
     ids = run_episode(path, steps, tool_end_s=3, root_end_s=4, live=live, violations=vs, background=background)
     report = replay(load_config(RULES), [path])
     served = serve_in_process(path, load_config(RULES))
@@ -292,3 +299,18 @@ def test_hostile_usage_fails_the_budget_in_every_door(tmp_path: Any, usage: Dict
         assert verdicts(results)["cost"] == "failed"
     assert {v.test_id: v.span_id for v in vs}["tokens"] == {v.test_id: v.span_id for v in report.violations}[
         "tokens"] == {v.test_id: v.span_id for v in served.violations}["tokens"] == ids["step1"]
+
+
+def test_cost_of_a_model_named_loosely_is_never_below_its_price() -> None:
+    cheap = {"input": 0.001, "output": 0.001}
+    rule = {"type": "trace_max_cost", "max": 0.001, "prices": PRICES, "default_price": cheap}
+    for model, request in [("GPT-4o", None), (" gpt-4o\t", None), ("gpt-4o-2024-08-06", "gpt-4o")]:
+        step = ModelStep(500, 50, model=model, request_model=request)
+        assert drive(rule, [step]).verdict is Verdict.FAILED, model  # at gpt-4o's price: 0.00175
+    # A name priced exactly keeps its price; an unknown one costs default_price, as before.
+    exact = {"type": "trace_max_cost", "max": 0.001, "prices": {**PRICES, "GPT-4o": cheap}, "default_price": cheap}
+    assert drive(exact, [ModelStep(500, 50, model="GPT-4o")]).verdict is Verdict.PASSED
+    assert drive(rule, [ModelStep(500, 50, model="o3")]).verdict is Verdict.PASSED
+    # step_usage records every distinct name, the response's first.
+    assert step_usage({"gen_ai.response.model": "a", "gen_ai.request.model": "b", "llm.model_name": "a"}).models == (
+        "a", "b")

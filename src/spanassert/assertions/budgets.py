@@ -58,6 +58,17 @@ def _as_float(n: Any) -> float:
         return math.inf
 
 
+def model_key(name: str) -> str:
+    """A model name with case and surrounding spaces left out, as cost looks names up loosely."""
+    return name.strip().casefold()
+
+
+def _larger(a: Optional[Dict[str, float]], b: Dict[str, float]) -> Dict[str, float]:
+    if a is None:
+        return b
+    return {"input": max(a["input"], b["input"]), "output": max(a["output"], b["output"])}
+
+
 def _step_ref(step: ModelStep) -> str:
     return f"model step #{step.number}" + (f" (span {step.span_id})" if step.span_id else "")
 
@@ -162,7 +173,9 @@ class MaxCostAssertion(_StepBudget):
         "The episode's model steps may cost at most `max` (in the currency of `prices`), each step "
         "costing its input and output tokens at the price per million tokens of its model: the exact "
         "name in `gen_ai.response.model`, else `gen_ai.request.model` (or the OpenInference and "
-        "OpenLLMetry equivalents), looked up in `prices`, else `default_price`. A safety rule: it fails "
+        "OpenLLMetry equivalents), looked up in `prices`; when that name is not priced exactly, the "
+        "larger of `default_price` and the prices its name matches in other case or spacing, or "
+        "another recorded name (the requested model) matches. A safety rule: it fails "
         "at the step that goes over, once per episode. Inconclusive when a step's token counts, model "
         "or price are unknown, or when the episode closed before it finished; not applicable when no "
         "model step ended. An infinite `max`, prices that make every step free, or no price at all, are refused."
@@ -178,6 +191,11 @@ class MaxCostAssertion(_StepBudget):
         super().__init__(test_id, index, values, ctx)
         self.prices: Dict[str, Dict[str, float]] = dict(values.get("prices") or {})
         self.default_price: Optional[Dict[str, float]] = values.get("default_price")
+        # The prices by name as model_key() writes it (names that differ only in case or spaces
+        # share the larger price of each kind).
+        self.loose_prices: Dict[str, Dict[str, float]] = {}
+        for name, price in self.prices.items():
+            self.loose_prices[model_key(name)] = _larger(self.loose_prices.get(model_key(name)), price)
 
     def ineffective_reason(self) -> Optional[str]:
         every = list(self.prices.values()) + ([self.default_price] if self.default_price else [])
@@ -189,10 +207,27 @@ class MaxCostAssertion(_StepBudget):
             return "every price is 0, so no episode costs anything"
         return None
 
+    def price_of(self, step: ModelStep) -> Optional[Dict[str, float]]:
+        """The price of the first model name recorded, exactly as `prices` names it; else the
+        larger, of each kind, of `default_price` and the prices any recorded name matches (the
+        first in other case or with spaces around it, "GPT-4o ", or the requested model where the
+        response names another): a name that is not exactly the one priced never costs less than
+        `default_price` says, nor less than the model it matches."""
+        if step.model is not None:
+            price = self.prices.get(step.model)
+            if price is not None:
+                return price
+        out = self.default_price
+        for name in step.models:
+            price = self.prices.get(name)
+            if price is None:
+                price = self.loose_prices.get(model_key(name))
+            if price is not None:
+                out = _larger(out, price)
+        return out
+
     def amount(self, step: ModelStep) -> Tuple[Optional[float], str]:
-        price = self.prices.get(step.model) if step.model is not None else None
-        if price is None:
-            price = self.default_price
+        price = self.price_of(step)
         if price is None:
             return None, ("no model name was recorded" if step.model is None
                           else f"no price for model `{step.model[:80]}` and no `default_price`")

@@ -357,9 +357,11 @@ class EpisodeView:
 class ModelStep:
     """What a model step (an LLM call span) reported when it ended: its usage and model, each None
     when not recorded. ``total_tokens`` is the recorded total, else input + output when both are
-    known. ``number`` is the step's 1-based position among the episode's steps."""
+    known. ``number`` is the step's 1-based position among the episode's steps. ``model`` is the
+    first model name recorded (the response's, else the request's); ``models`` every distinct name
+    recorded, ``model`` first (a response naming a dated snapshot of the requested model)."""
 
-    __slots__ = ("span_id", "number", "model", "input_tokens", "output_tokens", "total_tokens")
+    __slots__ = ("span_id", "number", "model", "input_tokens", "output_tokens", "total_tokens", "models")
 
     def __init__(self, span_id: Optional[str] = None, number: int = 0, model: Optional[str] = None,
                  input_tokens: Optional[int] = None, output_tokens: Optional[int] = None,
@@ -372,6 +374,7 @@ class ModelStep:
         if total_tokens is None and input_tokens is not None and output_tokens is not None:
             total_tokens = input_tokens + output_tokens
         self.total_tokens = total_tokens
+        self.models: Tuple[str, ...] = (model,) if model is not None else ()
 
     def __repr__(self) -> str:
         return (f"ModelStep({self.model!r}, in={self.input_tokens}, out={self.output_tokens}, "

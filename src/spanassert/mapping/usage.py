@@ -72,12 +72,15 @@ def step_usage(attributes: Mapping[str, Any], span_id: Optional[str] = None, num
     """The usage a model step's span recorded; what it lacks is taken from ``fallback`` (the usage of
     a provider span folded into this step), else left unknown."""
     model: Optional[str] = None
+    models: Tuple[str, ...] = ()
     for k in MODEL_KEYS:
         if k in attributes:
             v = attributes[k]
             if isinstance(v, str) and v:
-                model = v
-                break
+                if model is None:
+                    model = v
+                if v not in models:
+                    models += (v,)
     inputs = _recorded(attributes, INPUT_KEYS)
     outputs = _recorded(attributes, OUTPUT_KEYS)
     total = _recorded(attributes, TOTAL_KEYS)
@@ -86,8 +89,10 @@ def step_usage(attributes: Mapping[str, Any], span_id: Optional[str] = None, num
         # total: the largest figure the span gives is taken.
         total = max(total, (inputs or 0) + (outputs or 0))
     step = ModelStep(span_id, number, model, inputs, outputs, total)
+    step.models = models
     if fallback is not None:
         step.model = step.model or fallback.model
+        step.models = step.models or fallback.models
         if step.input_tokens is None and step.output_tokens is None and step.total_tokens is None:
             step.input_tokens, step.output_tokens = fallback.input_tokens, fallback.output_tokens
             step.total_tokens = fallback.total_tokens
