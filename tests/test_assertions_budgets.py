@@ -74,6 +74,8 @@ def test_unknown_model_or_price_is_inconclusive_unless_a_default_price_applies()
     ("{type: trace_max_cost, max: 1}", "neither `prices` nor `default_price`"),
     ("{type: trace_max_cost, max: 1, prices: {m: {input: 0, output: 0}}}", "every price is 0"),
     ("{type: trace_max_tokens, max: 4294967295}", "no episode reaches"),
+    # review11: past the float range, the rule could not be built (OverflowError: "a bug in the assertion type").
+    ("{type: trace_max_tokens, max: " + "9" * 400 + "}", "no episode reaches"),
     ("{type: trace_max_duration, max: .inf}", "infinite"),
     ("{type: trace_max_cost, max: .inf, default_price: {input: 1, output: 1}}", "infinite"),  # loaded before
 ])

@@ -235,3 +235,46 @@ def test_schema_inference_rules() -> None:
                                                                           "maximum": 5}},
                                          "b": {"type": "null"}}, "required": ["a"]}
     assert headroom(0) == 2 and headroom(4) == 6 and headroom(10) == 15
+
+
+# -- hostile traces (review11): the draft is still written, loads, and is the file it claims to be -----
+
+
+def test_a_draft_from_hostile_traces_is_written_loads_and_holds_only_its_own_tests(tmp_path: Path) -> None:
+    """Before: a 400-digit integer argument or token count stopped `init` with an OverflowError
+    traceback; a NaN or infinite argument drafted `minimum: .nan` (a check that never fails); a tool
+    name with a line break ended the comment it was quoted in and wrote the rest as YAML (the file
+    did not load; a crafted name writes a test of the trace's choosing); two names with one slug
+    (`{x}` and `- x`) drafted one test id twice (the file did not load)."""
+    path = tmp_path / "hostile.jsonl"
+    tp = TracerProvider(resource=Resource.create({"service.name": "agent"}))
+    tp.add_span_processor(SimpleSpanProcessor(FileSpanExporter(str(path))))
+    t = tp.get_tracer("hostile")
+    injected = "x\n  - id: injected\n    assertions: [{type: trace_max_steps, max: 1000}]\n#"
+    episodes = [[("refund", '{"n": ' + "9" * 400 + "}"), ("pay", '{"n": NaN}'), ("{x}", '{"a": 1}')],
+                [("refund", '{"n": 5}'), ("pay", '{"n": Infinity}'), ("- x", '{"a": 2}'), (injected, "{}")]]
+    for i, calls in enumerate(episodes):
+        with t.start_as_current_span("invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}):
+            with t.start_as_current_span("chat", attributes={
+                    "gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": "9" * 400 if i else 10,
+                    "gen_ai.usage.output_tokens": 1}):
+                pass
+            for tool, args in calls:
+                with t.start_as_current_span("execute_tool", attributes={
+                        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
+                        "gen_ai.tool.call.arguments": args}):
+                    pass
+    tp.shutdown()
+    rules = tmp_path / "rules.yaml"
+    out = spanassert("init", "--from-trace", str(path), "-o", str(rules))
+    assert out.returncode == 0, out.stderr
+    check = spanassert("validate", str(rules))
+    assert check.returncode == 0, check.stdout + check.stderr
+    data = yaml.safe_load(rules.read_text(encoding="utf-8"))
+    ids = [test["id"] for test in data["tests"]]
+    assert "injected" not in ids and len(ids) == len(set(ids))
+    schemas = {test["assertions"][0]["tool"]: test["assertions"][0]["schema"] for test in data["tests"]
+               if test["id"].startswith("args-")}
+    assert schemas["refund"]["properties"]["n"] == {"type": "integer"}  # no range holds 9...9 (400 digits)
+    assert schemas["pay"]["properties"]["n"] == {"type": "number"}  # nor NaN and Infinity
+    assert not any(a["type"] == "trace_max_tokens" for test in data["tests"] for a in test.get("assertions", []))

@@ -85,7 +85,7 @@ class _StepBudget(Assertion):
         self.needs = frozenset((NEED_STEPS,))
         self.wants_steps = True
         bound = values.get("max")
-        self.max: float = float(bound) if bound is not None else math.inf
+        self.max: float = _as_float(bound) if bound is not None else math.inf
 
     def new_state(self) -> BudgetState:
         return BudgetState()

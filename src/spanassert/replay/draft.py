@@ -119,9 +119,18 @@ def _padded(lo: float, hi: float, integer: bool) -> Tuple[float, float]:
     if lo >= 0:
         low = max(0.0, low)
     high = hi + pad
-    if integer:
+    if integer and math.isfinite(low) and math.isfinite(high):
         return float(math.floor(low)), float(math.ceil(high))
     return low, high
+
+
+def _finite(x: Any) -> float:
+    """A recorded number as a float: past the float range it is infinite, a NaN stays NaN (either
+    leaves the range out: :func:`infer_schema`)."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf if x > 0 else -math.inf
 
 
 def _num(x: float) -> Any:
@@ -157,7 +166,14 @@ def infer_schema(values: List[Any], depth: int = 0) -> Dict[str, Any]:
             return {"type": "string", "enum": distinct}
         return {"type": "string"}
     if t in ("integer", "number"):
-        lo, hi = _padded(float(min(values)), float(max(values)), t == "integer")
+        lo, hi = _finite(min(values)), _finite(max(values))
+        if math.isfinite(lo) and math.isfinite(hi):
+            lo, hi = _padded(lo, hi, t == "integer")
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            # A NaN, an infinity or a number past the float range was recorded (JSON text from spans:
+            # anything), or the headroom passes it: no range holds every value. (A NaN bound would
+            # be a check that never fails.)
+            return {"type": t}
         return {"type": t, "minimum": _num(lo), "maximum": _num(hi)}
     if t == "array":
         items = [x for v in values for x in v]
@@ -169,8 +185,9 @@ def infer_schema(values: List[Any], depth: int = 0) -> Dict[str, Any]:
 
 
 def headroom(n: int) -> int:
-    """A bound above the largest observed count: half again, at least 2 more."""
-    return max(n + 2, math.ceil(n * 1.5))
+    """A bound above the largest observed count: half again, at least 2 more (in integers: a token
+    count from a span can be past the float range)."""
+    return max(n + 2, n + (n + 1) // 2)
 
 
 def orderings(episodes: List[EpisodeSeen]) -> List[Tuple[str, str, int]]:
@@ -203,6 +220,13 @@ def _slug(name: str) -> str:
 
 
 # -- writing --------------------------------------------------------------------------------------
+def _comment(text: str) -> str:
+    """``text`` made safe on one comment line: tool names come from spans, and a line break in one
+    would end the comment and write what follows as YAML (a test of the trace's choosing); line
+    breaks and other control characters are shown escaped."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+
+
 def draft(episodes: List[EpisodeSeen], sources: Sequence[str], *, enforce: bool = False) -> str:
     """The commented rules file for ``episodes`` (drafted from ``sources``)."""
     calls_by_tool: Dict[str, List[int]] = {}
@@ -236,16 +260,21 @@ def draft(episodes: List[EpisodeSeen], sources: Sequence[str], *, enforce: bool 
             notes.append(f"{tool}: at most {most}")
         blocks.append((["Call caps per episode, with headroom over the most seen (" + "; ".join(notes)[:400] + ")."],
                        {"id": "call-caps", **mode, "assertions": caps}))
+    ids: Dict[str, int] = {}
     for tool in tools:
         values = args_by_tool.get(tool)
         if not values:
             continue
+        test_id = f"args-{_slug(tool)}"
+        ids[test_id] = ids.get(test_id, 0) + 1
+        if ids[test_id] > 1:  # two names with one slug (`{x}` and `- x`): ids must be unique
+            test_id += f"-{ids[test_id]}"
         schema = infer_schema(values)
         note = f"Arguments of `{tool}` as seen in {len(values)} call(s): types, keys always present, "\
                "small value sets, number ranges widened by half."
         if unrecorded.get(tool):
             note += f" {unrecorded[tool]} call(s) had no recorded arguments."
-        blocks.append(([note], {"id": f"args-{_slug(tool)}", **mode,
+        blocks.append(([note], {"id": test_id, **mode,
                                 "assertions": [{"type": "trace_args_valid", "tool": tool, "schema": schema}]}))
     pairs = orderings(episodes)
     if pairs:
@@ -261,8 +290,10 @@ def draft(episodes: List[EpisodeSeen], sources: Sequence[str], *, enforce: bool 
         if most_steps:
             budget.append({"type": "trace_max_steps", "max": headroom(most_steps)})
             notes.append(f"at most {most_steps} steps")
-        if all(ep.tokens_known for ep in episodes) and any(ep.tokens for ep in episodes):
-            most_tokens = max(ep.tokens for ep in episodes)
+        most_tokens = max(ep.tokens for ep in episodes)
+        if not math.isfinite(_finite(headroom(most_tokens))):
+            notes.append("a token count past any budget was recorded, so no token budget is drafted")
+        elif all(ep.tokens_known for ep in episodes) and any(ep.tokens for ep in episodes):
             budget.append({"type": "trace_max_tokens", "max": headroom(most_tokens), "kind": "total"})
             notes.append(f"at most {most_tokens} tokens")
         elif any(not ep.tokens_known for ep in episodes):
@@ -286,7 +317,7 @@ def draft(episodes: List[EpisodeSeen], sources: Sequence[str], *, enforce: bool 
     ]
     for comments, test in blocks:
         lines.append("")
-        lines.extend(f"  # {c}" for c in comments)
+        lines.extend(f"  # {_comment(c)}" for c in comments)
         dumped = yaml.safe_dump([test], sort_keys=False, allow_unicode=True, width=100, default_flow_style=None)
         lines.extend("  " + line for line in dumped.rstrip("\n").split("\n"))
     return "\n".join(lines) + "\n"
