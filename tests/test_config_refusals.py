@@ -184,6 +184,14 @@ REFUSALS: List[Refusal] = [
     Refusal("deep nesting", "version: 1\nx-deep: " + "[" * 80 + "]" * 80 + "\n", frozenset({"E_CFG_TOO_DEEP"}), "",
             ("64",), (2, 72)),
     Refusal("YAML syntax error", "version: 1\ntests: [\n", frozenset({"E_CFG_PARSE"}), "", ("YAML",), (3, 1)),
+    # review11: a NaN bound loaded and never failed a value (`amount: 5000` passed `maximum: .nan`).
+    Refusal("NaN bound in a schema", _test("""
+        assertions:
+          - type: trace_args_valid
+            tool: refund
+            schema: {type: object, properties: {amount: {type: number, maximum: .nan}}}
+        """), frozenset({"E_CFG_SCHEMA"}), "tests[0].assertions[0].schema.properties.amount.maximum",
+        ("NaN", "never fails a value")),
 ]
 
 

@@ -183,6 +183,15 @@ class BuildContext:
                        field=_field_below(field, path), hint=f"rename `{wrong}` to `{right}`", at_key=True)
         if misspelt:
             return None
+        if key is None or "NaN" in key:
+            nan_at = _nan_path(schema)
+            if nan_at is not None:
+                # `maximum: .nan`: no number compares to a NaN, so the bound never fails a value (a
+                # check that looks written and never runs).
+                self.error("E_CFG_SCHEMA", "invalid JSON Schema: a NaN number (`.nan`) compares with no value: a "
+                           "bound of NaN never fails a value, a constant of NaN never matches one",
+                           field=_field_below(field, nan_at), hint="write the number the check should use")
+                return None
         from .schema_meta import LazyValidator, surely_valid
 
         if surely_valid(schema):
@@ -217,6 +226,23 @@ class BuildContext:
         except Exception as exc:  # noqa: BLE001 - any bad schema is a config error, never a crash
             self.error("E_CFG_SCHEMA", f"invalid JSON Schema: {exc}", field=field)
             return None
+
+
+def _nan_path(schema: Any) -> Optional[List[Any]]:
+    """The key path of the first NaN number in ``schema``, or None (bounded: a schema nested past
+    the bound is left to the rest of the checks)."""
+    stack: List[Tuple[List[Any], Any]] = [([], schema)]
+    seen = 0
+    while stack and seen < 100_000:
+        path, node = stack.pop()
+        seen += 1
+        if type(node) is float and node != node:
+            return path
+        if isinstance(node, dict):
+            stack.extend(([*path, k], v) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend(([*path, i], v) for i, v in enumerate(node))
+    return None
 
 
 def _field_below(field: str, path: Any) -> str:
