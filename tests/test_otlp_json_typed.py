@@ -190,20 +190,34 @@ def test_msgspec_is_a_core_dependency() -> None:
 
 
 def test_the_reader_takes_the_typed_path_past_the_first_mebibyte(tmp_path: Path, monkeypatch: Any) -> None:
+    import spanassert.otlp as otlp_package
     import spanassert.otlp.json_typed as typed_module
 
-    calls: List[int] = []
-    real = typed_module.records_from_line
-    monkeypatch.setattr(typed_module, "records_from_line", lambda line, source: calls.append(1) or real(line, source))
     line = _line(VALID)
     small = tmp_path / "small.jsonl"
     small.write_bytes(line * 10)
-    assert len(list(read_spans([small]))) == 10 and not calls  # a small file: no import, the careful path
     big = tmp_path / "big.jsonl"
     n = (1 << 20) // len(line) + 100
     big.write_bytes(line * n)
-    assert len(list(read_spans([big]))) == n
-    assert 0 < len(calls) < n  # switched once the first mebibyte was read
+    # A process that has not imported the typed decoder (msgspec): a small file is read the careful
+    # way, without the import; a long one imports it once past the first mebibyte.
+    with monkeypatch.context() as fresh:
+        fresh.delitem(sys.modules, typed_module.__name__)
+        fresh.delattr(otlp_package, "json_typed", raising=False)
+        assert len(list(read_spans([small]))) == 10
+        assert typed_module.__name__ not in sys.modules  # no import, the careful path
+        assert len(list(read_spans([big]))) == n
+        assert typed_module.__name__ in sys.modules  # switched once the first mebibyte was read
+    # Once it is imported (an earlier input in this process), every line takes it from the first.
+    calls: List[int] = []
+    real = typed_module.records_from_line
+    monkeypatch.setattr(typed_module, "records_from_line", lambda line, source: calls.append(1) or real(line, source))
+    assert len(list(read_spans([small]))) == 10 and len(calls) == 10
+    calls.clear()
+    assert len(list(read_spans([big]))) == n and len(calls) == n
+    monkeypatch.setenv("SPANASSERT_TYPED_JSON", "never")
+    calls.clear()
+    assert len(list(read_spans([small]))) == 10 and not calls
     monkeypatch.setenv("SPANASSERT_TYPED_JSON", "always")
     calls.clear()
     assert len(list(read_spans([small]))) == 10 and len(calls) == 10

@@ -195,18 +195,17 @@ def feed_trace(engine: Engine, records: List[SpanRecord],
             t = r.start_ns
             if t >= engine.idle_deadline:
                 engine.tick(t)
-            start_span(r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes, t, r.resource,
-                       local_root=r.parent_span_id is None)
+            # Positional (role None: start_span reads it): a compiled engine takes keywords on a slower path.
+            start_span(r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes, t, r.resource, None,
+                       r.parent_span_id is None)
         else:
             i -= n
             r = records[i]
             t = r.end_ns
             if t >= engine.idle_deadline:
                 engine.tick(t)
-            out = end_span(
-                r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes, r.start_ns, t,
-                r.status_code, r.events, is_local_root=r.parent_span_id is None, resource=r.resource,
-            )
+            out = end_span(r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes, r.start_ns, t,
+                           r.status_code, r.events, r.parent_span_id is None, r.resource)
             if out is not None and on_outcome is not None:
                 on_outcome(r, out)
     if not root_seen:

@@ -323,7 +323,8 @@ class EpisodeLifecycle(Verdicts):
             ep.seen = {span_id}  # made at the first id: most episodes are never fed as assembled traces
         elif seen is not None:
             if len(seen) < MAX_SEEN_IDS:
-                cast(Set[str], seen).add(span_id)  # a set once past NO_IDS
+                # A set once past NO_IDS. Quoted: Set[str] at run time is a typing-cache call per span.
+                cast("Set[str]", seen).add(span_id)
             else:
                 ep.seen = None  # too many to remember: a later part's parents count as unknown
 

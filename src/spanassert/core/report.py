@@ -328,10 +328,13 @@ class ReportSink(Sink):
             self.report.outside_window += 1
             return
         self.report.episodes.append(result)
+        coverage = self.report.coverage
         for r in result.results:
-            c = self.report.coverage.get((r.test_id, r.index))
+            c = coverage.get((r.test_id, r.index))
             if c is not None:
-                c.counts[r.verdict.value] += 1
+                # _value_: what .value returns, without the enum property's Python-level call
+                # (one per rule of every episode).
+                c.counts[r.verdict._value_] += 1
         if self.on_episode is not None:
             self.on_episode(result)
 
