@@ -249,6 +249,18 @@ def test_the_engine_reads_only_declared_attributes_of_an_assertion(tmp_path: Pat
     rootless = [r for r in read_spans([str(path)]) if r.parent_span_id]
     [episode] = replay_records(config, rootless).episodes
     assert episode.incomplete and episode.results[0].verdict.value == "passed"
+    # A met order rule in an episode whose calls started at the same instant (review11: order_matters).
+    tied = list(read_spans([str(path)]))
+    calls = [r for r in tied if "gen_ai.tool.name" in r.attributes]
+    for r in calls[1:]:
+        r.start_ns = calls[0].start_ns
+    config = load_config("version: 1\ntests:\n  - id: order\n    assertions: [{type: trace_trajectory, mode: "
+                         f"contains, expected: [{calls[0].attributes['gen_ai.tool.name']}]}}]\n")
+    for t in config.tests:
+        for a in t.assertions:
+            a.__class__ = _spy(type(a))
+    [episode] = replay_records(config, tied).episodes
+    assert len(calls) >= 2 and episode.results[0].verdict.value == "inconclusive"
     undeclared = {name: sorted(callers) for name, callers in _READ.items()
                   if not hasattr(Assertion, name) and name not in Assertion.__annotations__}
     assert not undeclared, f"read from assertions but not declared on Assertion: {undeclared}"

@@ -293,6 +293,10 @@ class Assertion:
     # stands; every other pass becomes inconclusive (`every trigger is followed by ...`, `the last
     # call is ...`, `among the first N calls` can all be broken by a call that was not seen).
     pass_survives_unseen_calls: bool = False
+    # True when a pass depends on the order of the calls (sequences, trajectories, the last call,
+    # cycles): in an episode where two calls started at the same instant (their order unknown) such
+    # a pass is inconclusive.
+    order_matters: ClassVar[bool] = False
     # Which calls this assertion reacts to: a set of tool names, or None for every call; and the
     # calls whose whole name matches ``tool_pattern`` (the `tool_pattern:` field), if any.
     tools: Optional[FrozenSet[str]] = None
@@ -319,7 +323,7 @@ class Assertion:
     time_quiet_ns: Optional[float] = None
 
     CAPABILITIES: ClassVar[Tuple[str, ...]] = (
-        "decides_on_close", "order_free", "pass_survives_unseen_calls",
+        "decides_on_close", "order_free", "pass_survives_unseen_calls", "order_matters",
         "tools", "tool_pattern", "needs", "wants_steps", "reports_at_start", "untouched_close_shared",
         "time_quiet_ns",
     )

@@ -27,6 +27,7 @@ class LastCallState:
 class FinalToolAssertion(Assertion):
     type_name = "trace_final_tool"
     decides_on_close = True
+    order_matters = True
     doc = (
         "The episode's last tool call (in start order) must be a call of `tool` (exact name), e.g. the "
         "tool that hands the answer to the user. A liveness rule, decided when the episode closes; a "

@@ -110,7 +110,7 @@ EXPECTED_TYPES: Dict[str, Type[Assertion]] = _Registry(_EXPECTED_MODULES)
 
 # The capabilities read from each instance (Assertion.CAPABILITIES but the ClassVar ones): a type sets
 # them in __init__ (tests/test_native_ready.py holds the list to Assertion's declarations).
-PER_INSTANCE_CAPABILITIES = tuple(n for n in Assertion.CAPABILITIES if n != "decides_on_close")
+PER_INSTANCE_CAPABILITIES = tuple(n for n in Assertion.CAPABILITIES if n not in ("decides_on_close", "order_matters"))
 _ADOPTED: Dict[type, Dict[str, Any]] = {}  # class -> the per-instance capabilities taken out of its body
 _SETTERS: Dict[type, List[Tuple[Any, Any]]] = {}  # class -> (field setter, value) for each of its instances
 

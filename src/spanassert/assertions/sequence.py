@@ -227,6 +227,7 @@ class _OrderAssertion(Assertion):
     """Drives one matcher; subclasses pick it from their fields."""
 
     decides_on_close = True
+    order_matters = True
     matcher: _Matcher
 
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:

@@ -95,6 +95,14 @@ class CallsAndSteps(EpisodeLifecycle):
             if tool in known or len(known) < MAX_TOOL_DEFINITIONS:
                 known[tool] = params  # the latest definition wins, in live and replay alike
 
+    @staticmethod
+    def _starts_with_parent(ep: Episode, parent_id: Optional[str], start_ns: int) -> bool:
+        """Whether the call started at ``start_ns`` is inside a call that started at the same instant
+        (a tool span under a tool span: every door orders the parent first)."""
+        open_calls = ep.open_calls
+        parent = open_calls.get(parent_id) if open_calls is not None and parent_id is not None else None
+        return parent is not None and parent.start_ns == start_ns
+
     def _start_call(self, ep: Episode, tool: str, trace_id: str, span_id: str, parent_id: Optional[str],
                     start_ns: int, agent: Optional[str], call_id: Optional[str],
                     attributes: Optional[Mapping[str, Any]] = None, args_raw: Any = None) -> ToolCall:
@@ -106,8 +114,11 @@ class CallsAndSteps(EpisodeLifecycle):
             tool = known
         elif len(self.tool_names) < MAX_TOOL_NAMES:
             self.tool_names[tool] = tool
-        if start_ns >= ep.last_call_ns:
+        if start_ns > ep.last_call_ns:
             ep.last_call_ns = start_ns
+        elif start_ns == ep.last_call_ns:
+            if view.call_count and not self._starts_with_parent(ep, parent_id, start_ns):
+                view.order_ties += 1
         elif ep.reopened and OUT_OF_ORDER not in (view.incomplete or ()):
             # A later part of the trace holds a call that started before calls already judged:
             # rules on the order of calls saw them out of order.

@@ -181,7 +181,7 @@ class ViewMore:
     be a second slot per episode."""
 
     __slots__ = ("final_output", "final_output_state", "embeddings", "calls_dropped", "incomplete",
-                 "results_truncated", "late_calls", "unreadable_calls", "time_backwards",
+                 "results_truncated", "late_calls", "unreadable_calls", "order_ties", "time_backwards",
                  "reported", "traces", "inner_usage", "at_close", "in_flight", "reopened", "seen")
 
     def __init__(self) -> None:
@@ -193,6 +193,7 @@ class ViewMore:
         self.results_truncated = 0
         self.late_calls = 0
         self.unreadable_calls = 0
+        self.order_ties = 0
         self.time_backwards = False
         # The engine's (see Episode):
         self.reported: Optional[Set[Tuple[int, Optional[str]]]] = None
@@ -330,6 +331,19 @@ class EpisodeView:
     def late_calls(self, value: int) -> None:
         if value != 0 or self.more is not None:
             self._side().late_calls = value
+
+    # Tool calls that started at the same instant as the latest call before them (not their
+    # parent): which came first is unknown (a coarse clock, parallel calls). Replay and serve order
+    # such calls by span id, live by arrival; a rule on the order of calls cannot pass on either.
+    @property
+    def order_ties(self) -> int:
+        more = self.more
+        return 0 if more is None else more.order_ties
+
+    @order_ties.setter
+    def order_ties(self, value: int) -> None:
+        if value != 0 or self.more is not None:
+            self._side().order_ties = value
 
     @property
     def unreadable_calls(self) -> int:

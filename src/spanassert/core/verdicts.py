@@ -160,7 +160,7 @@ class Verdicts:
         # Whether some evidence was not seen: only then can a pass be downgraded (see _downgrade).
         unseen = reason is _INTERNAL_ERROR or (not plain and bool(
             view.incomplete or view.late_calls or view.unreadable_calls or in_flight or view.results_truncated
-            or view.calls_dropped))
+            or view.calls_dropped or view.order_ties))
         # The outcomes of the rules no call, step or span time reached (their state never made),
         # decided once per plan and close reason (see Assertion.untouched_close_shared). Only
         # when nothing is incomplete: then these rules read nothing else of the episode.
@@ -247,6 +247,11 @@ class Verdicts:
             # before a call that met the rule.
             return Verdict.INCONCLUSIVE, "no violation seen, but the evidence is incomplete (" + \
                 "; ".join(incomplete) + ")"
+        if view.order_ties and a.order_matters:
+            return Verdict.INCONCLUSIVE, (
+                f"{view.order_ties} tool call(s) started at the same instant as the call before them, so their "
+                "order is unknown"
+            )
         if view.late_calls and a.decides_on_close and not a.pass_survives_unseen_calls:
             return Verdict.INCONCLUSIVE, (
                 f"{view.late_calls} call(s) arrived after the episode closed; this rule was decided without them"

@@ -49,6 +49,7 @@ class _SequenceValidState:
 class SequenceValidExpected(Assertion):
     type_name = "sequence_valid"
     decides_on_close = True
+    order_matters = True
     doc = ("Sequence rules (require, before, blocklist, max_calls, eventually, after, never_after, sequence) "
            "over the recorded calls, failing on the first violation, and/or the exact list of tool names "
            "(`sequence: []` means no tool calls at all). When every rule had nothing to check the verdict "
