@@ -190,7 +190,6 @@ def test_msgspec_is_a_core_dependency() -> None:
 
 
 def test_the_reader_takes_the_typed_path_past_the_first_mebibyte(tmp_path: Path, monkeypatch: Any) -> None:
-    import spanassert.otlp as otlp_package
     import spanassert.otlp.json_typed as typed_module
 
     line = _line(VALID)
@@ -200,14 +199,19 @@ def test_the_reader_takes_the_typed_path_past_the_first_mebibyte(tmp_path: Path,
     n = (1 << 20) // len(line) + 100
     big.write_bytes(line * n)
     # A process that has not imported the typed decoder (msgspec): a small file is read the careful
-    # way, without the import; a long one imports it once past the first mebibyte.
-    with monkeypatch.context() as fresh:
-        fresh.delitem(sys.modules, typed_module.__name__)
-        fresh.delattr(otlp_package, "json_typed", raising=False)
-        assert len(list(read_spans([small]))) == 10
-        assert typed_module.__name__ not in sys.modules  # no import, the careful path
-        assert len(list(read_spans([big]))) == n
-        assert typed_module.__name__ in sys.modules  # switched once the first mebibyte was read
+    # way, without the import; a long one imports it once past the first mebibyte. (A fresh process:
+    # a compiled module taken out of sys.modules cannot be imported again.)
+    script = (
+        "import sys\n"
+        "from spanassert.otlp import read_spans\n"
+        f"assert len(list(read_spans([{str(small)!r}]))) == 10\n"
+        f"assert {typed_module.__name__!r} not in sys.modules, 'imported for a small file'\n"
+        f"assert len(list(read_spans([{str(big)!r}]))) == {n}\n"
+        f"assert {typed_module.__name__!r} in sys.modules, 'not switched past the first mebibyte'\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "SPANASSERT_TYPED_JSON"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
     # Once it is imported (an earlier input in this process), every line takes it from the first.
     calls: List[int] = []
     real = typed_module.records_from_line
