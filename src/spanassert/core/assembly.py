@@ -21,6 +21,7 @@ from ..mapping import ROLE_OTHER
 from .engine import Engine, SpanOutcome
 from .episode import parents_not_in_input
 from .model import SpanRecord
+from .native import mypyc_attr
 from .spans import INCOMPLETE_SOURCE_DROPPED
 
 
@@ -89,6 +90,8 @@ def live_order(records: List[SpanRecord]) -> List[Tuple[int, SpanRecord, bool]]:
     return [(0, records[i], roots[i]) if i < n else (1, records[i - n], roots[i - n]) for i in order]
 
 
+# Not a native class in the compiled build (a native class cannot subclass list): a Python class there too.
+@mypyc_attr(native_class=False)
 # the ignore below: a list of SpanRecord; a parameterised base would add a Generic layer
 class TraceSpans(list):  # type: ignore[type-arg]
     """The spans of one trace as the buffer releases them; ``dropped`` counts the spans of the
@@ -223,6 +226,7 @@ class _Pending:
         self.last_seen_at = now
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # subclassed by code that is not compiled (see core.native)
 class TraceBuffer:
     """Spans of traces still arriving, released whole when they look complete (see module doc).
 
