@@ -181,6 +181,43 @@ def test_conversation_keyed_episodes_and_stdin_are_refused_with_jobs(tmp_path: P
     assert p.returncode == 2
 
 
+@pytest.mark.parametrize("how", ["raises", "dies"])
+def test_a_worker_that_fails_or_dies_fails_the_run_and_leaves_no_process_behind(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """Workers are forked directly and send their results through a pipe: a worker's exception
+    reaches the caller with the worker's traceback, a worker that ends without writing its results
+    is named as such (never a report without its shard), and no worker is left running."""
+    import os
+
+    from spanassert.replay import parallel
+
+    text, settle = make_input(5)
+    path = tmp_path / "in.jsonl"
+    path.write_text(text)
+    real = parallel._run_shard
+    parent = os.getpid()
+
+    def run_shard(shard: int, pack: bool) -> Any:
+        if shard == 2 and os.getpid() != parent:
+            if how == "dies":
+                os._exit(3)
+            raise ValueError("shard two broke")
+        return real(shard, pack)
+
+    monkeypatch.setattr(parallel, "_run_shard", run_shard)
+    with pytest.raises(parallel.WorkerFailed) as caught:
+        replay_paths_jobs([load_config(RULES)], [path], 3, settle_spans=settle)
+    if how == "raises":
+        assert "shard two broke" in str(caught.value) and "ValueError" in str(caught.value)
+    else:
+        assert "ended without its results" in str(caught.value)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # every worker was reaped
+    monkeypatch.setattr(parallel, "_run_shard", real)
+    one, three = _reports(tmp_path, text, settle)  # and the next run is whole
+    assert one == three
+
+
 def test_a_shards_results_reach_the_parent_field_for_field() -> None:
     """Workers send episode results and violations as tuples of their fields (cheaper to pickle than
     the records): the parent's records equal the worker's in every field, set or at its default."""
@@ -226,6 +263,16 @@ def test_a_shards_results_reach_the_parent_field_for_field() -> None:
     for a, b in zip(episodes + violations, eps + vs):
         same(a, b)
     assert eps[0].verdict is episodes[0].verdict and eps[0].results[0].verdict is Verdict.FAILED
+    # Equal results travel as one tuple (pickle writes it once), and come back as records of their own.
+    twins = [EpisodeResult(key=f"k{i}", trace_id=None, root_span_id=None, root_name=None, agent=None, service=None,
+                           close_reason=CloseReason.ROOT_ENDED, results=[results[1], results[1]], call_count=0,
+                           step_count=0, unreadable_calls=0) for i in range(2)]
+    packed = parallel._pack_episodes(twins)
+    assert len({id(t) for _, rs in packed for t in rs}) == 1
+    back = parallel._unpack_episodes(pickle.loads(pickle.dumps(packed)))
+    assert len({id(r) for ep in back for r in ep.results}) == 4
+    for a, b in zip(twins, back):
+        same(a, b)
 
 
 # -- the shard route: a process decodes only its own spans of a JSON Lines line ----------------------
@@ -349,6 +396,24 @@ def test_a_shard_reads_its_spans_as_the_whole_decode_does_unless_it_says_otherwi
     # Not vacuous: lines were taken by the route, files made a shard diverge, and files with input
     # issues (odd lines taken the usual way by every process) still agreed.
     assert routed > 100 and diverged > 10 and odd_agreed > 5, (routed, diverged, odd_agreed)
+
+
+def test_a_shard_takes_the_route_from_the_first_line_of_a_small_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One process reads the first MiB of JSON Lines the careful way (msgspec's import is not paid
+    for a small file); a shard does not: read the careful way, each process would decode every span
+    of those lines, where its share is a third or a half of them (the parent imports the typed
+    decoder before forking). So the property above (no SPANASSERT_TYPED_JSON) runs through the route."""
+    from spanassert.otlp.reader import read_span_batches
+    from spanassert.otlp.shard import Shard, ShardBatch
+
+    monkeypatch.delenv("SPANASSERT_TYPED_JSON", raising=False)
+    path = tmp_path / "in.jsonl"
+    path.write_text(make_input(3)[0])
+    assert path.stat().st_size < 1 << 20
+    kinds = {type(b) for i in range(3) for b in read_span_batches([path], shard=Shard(i, 3))}
+    assert kinds == {ShardBatch}, kinds
+    assert {type(b) for b in read_span_batches([path])} == {list}  # one process: the careful way
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,

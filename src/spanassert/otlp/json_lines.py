@@ -49,10 +49,12 @@ def read_json(name: str, stream: Any, shard: Optional[Shard] = None) -> Iterator
     lineno = 0
     first = True
     mode = os.environ.get("SPANASSERT_TYPED_JSON")  # "never" / "always": the tests compare the two paths
-    unread_typed = -1 if mode == "never" else 0 if mode == "always" else _TYPED_AFTER_BYTES
-    if unread_typed > 0 and shard is None and _TYPED_MODULE in sys.modules:
-        # Its import is paid already (an earlier input in this process): no reason to wait. Not
-        # under --jobs, where every process must take each line the same way, whatever it imported.
+    # A shard of ``replay --jobs`` takes the shard route from the first line (every process alike,
+    # decided by ``shard`` alone): read the careful way, a line is decoded whole in every process
+    # (the parent imported the typed decoder before forking).
+    unread_typed = -1 if mode == "never" else 0 if mode == "always" or shard is not None else _TYPED_AFTER_BYTES
+    if unread_typed > 0 and _TYPED_MODULE in sys.modules:
+        # Its import is paid already (an earlier input in this process): no reason to wait.
         unread_typed = 0
     if unread_typed == 0:
         typed = _typed_decoder()

@@ -297,6 +297,14 @@ def _run(args: argparse.Namespace) -> int:
         progress.clear()
         return _error(f"{exc.issue.format()} (stopped at the first bad input because of --strict; "
                       "fix the input, or drop --strict to check the rest and list every bad line)")
+    except Exception as exc:
+        if jobs > 1:
+            from .parallel import WorkerFailed
+
+            if isinstance(exc, WorkerFailed):  # a bug or a killed worker: no report at all
+                progress.clear()
+                return _error(f"{exc} (run without --jobs to check the input in one process)")
+        raise
     progress.clear()
     report = reports[0]
     log.debug("read %d span(s) from %s in %.2f s: %d episode(s), %d violation(s), %d input issue(s)",
