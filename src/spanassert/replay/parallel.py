@@ -204,7 +204,7 @@ def _import_before_fork() -> None:
     """What every shard imports as it reads (the typed JSON decoder), imported once, before the
     processes are forked, rather than once in each."""
     with contextlib.suppress(ImportError):  # msgspec missing: every process reads the careful way
-        import spanassert.otlp.json_typed  # noqa: F401
+        import spanassert.otlp.json_typed  # noqa: F401 -- imported for its effect: the forked processes inherit it
 
 
 def _fork_shard(shard: int) -> Tuple[int, int]:
