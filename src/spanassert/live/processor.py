@@ -33,7 +33,7 @@ from ..core.emit import Telemetry
 from ..core.engine import Engine, SpanOutcome
 from ..core.results import EpisodeResult, Violation
 from ..core.spans import INCOMPLETE_VALUE_AT_LIMIT
-from ..mapping import ROLE_AGENT, ROLE_OTHER
+from ..mapping import ROLE_AGENT, ROLE_OTHER, ROLE_STEP
 from ..mapping.conventions import MARKER_KEYS
 from ..mapping.mapper import surely_other
 from . import sdk
@@ -41,7 +41,7 @@ from .annotate import LiveRoots, annotated_copy, not_yet_on
 from .remote import OVERFLOW_REMOTE_PARENTS, RemoteParents
 from .runtime import Runtime
 from .sink import NOTHING, LiveSink
-from .worker import ALL, AT_START_AGENT, AT_START_OTHER, AT_START_PLACED
+from .worker import ALL, AT_START_AGENT, AT_START_OTHER, AT_START_PLACED, AT_START_STEP
 
 if TYPE_CHECKING:
     from .guard import Guard
@@ -278,7 +278,8 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
                 if role == ROLE_OTHER:
                     marks[sid] = AT_START_OTHER
                 elif positioned:
-                    marks[sid] = AT_START_AGENT if role == ROLE_AGENT else AT_START_PLACED
+                    marks[sid] = (AT_START_AGENT if role == ROLE_AGENT else
+                                  AT_START_STEP if role == ROLE_STEP else AT_START_PLACED)
             if current is not None:
                 if role != ROLE_OTHER and (pid is None or remote or
                                            self.engine.by_trace.get(self._trace_hex(tid)) is not None):
@@ -330,10 +331,11 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
             if (tid in self._tracked or not self._export
                     or not ((self._conventions and surely_other(name, attrs))
                             or self._marked_role(name, attrs) == ROLE_OTHER)):
-                inline = self._background and self._other_child_inline(sid, pid, remote, tid, name, attrs)
+                inline = self._background and self._end_inline(sid, pid, remote, tid, name, attrs)
                 if inline:
-                    # A plain child span of a followed trace, with no end of its trace queued: its
-                    # end is cheap to take in here, cheaper than handing it to the worker.
+                    # A plain child span or a model step of a followed trace, with no end of its
+                    # trace queued: its end is cheap to take in here, cheaper than handing it to
+                    # the worker (see _end_inline).
                     try:
                         out, items = self._evaluate_unqueued(span)
                     finally:

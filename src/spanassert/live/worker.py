@@ -35,6 +35,9 @@ NO_BARRIER = object()
 GATHER_S = 0.005
 # A waiting thread re-checks on this period that the worker still lives.
 RECHECK_S = 0.25
+# Span ends the worker takes and evaluates under one hold of the engine lock (see _work_once): the
+# taking, the lock and the loop cost once per batch, not once per span end.
+WORK_BATCH = 16
 
 Item = Tuple[Any, int, Any, Any]  # (span, bytes, barrier key or NO_BARRIER, trace id)
 SPAN_OVERHEAD_BYTES = 512  # a queued span's own objects, beyond its string attribute values
@@ -42,6 +45,7 @@ SPAN_OVERHEAD_BYTES = 512  # a queued span's own objects, beyond its string attr
 AT_START_PLACED = 0  # a call, step or folded span, positioned at its start
 AT_START_AGENT = 1  # an agent span: its end may close the episode
 AT_START_OTHER = 2  # not a GenAI span at its start
+AT_START_STEP = 3  # a model step positioned at its start (as AT_START_PLACED; its end may be taken inline)
 ALL = object()  # _run_queue: every queued end, whatever its trace
 
 
@@ -132,6 +136,17 @@ class EndQueue:
     def take_now(self) -> Optional[Item]:
         with self.cond:
             return self.take()
+
+    def take_some(self, n: int) -> List[Item]:
+        """Up to ``n`` next items, in order (:meth:`take`, under one hold of ``cond``)."""
+        out: List[Item] = []
+        with self.cond:
+            while len(out) < n:
+                item = self.take()
+                if item is None:
+                    break
+                out.append(item)
+        return out
 
     def hold(self, item: Item) -> None:
         """Keep ``item`` counted as taken and its trace as busy until :meth:`done` is called once
@@ -257,7 +272,8 @@ class QueuedEnds:
         mark = self._positioned.pop(sid, None)
         barrier: Any = NO_BARRIER
         if (mark == AT_START_AGENT or pid is None or remote
-                or (mark != AT_START_PLACED and self._marked_role(name, attrs) != ROLE_OTHER)):
+                or (mark != AT_START_PLACED and mark != AT_START_STEP
+                    and self._marked_role(name, attrs) != ROLE_OTHER)):
             # This end may close an episode or position a call: later starts of its trace (of any
             # trace, for conversation episodes) must not overtake it.
             barrier = tid if self.engine.by_trace_key else None
@@ -328,26 +344,44 @@ class QueuedEnds:
         return items
 
     def _work_once(self) -> bool:
-        """Worker: evaluate the next queued span end (False when the queue is empty). Under the
-        engine lock from taking to evaluating, so that a start on an agent thread sees every
-        earlier end run or none; the span is handed on and callbacks run after the lock is released."""
-        with self._lock:
-            item = self._queue.take_now()
-            if item is None:
-                return False
-            self._sink.deferred = []
-            try:
-                out = self._run_item(item[0])
-            finally:
-                items = self._sink.take_deferred()
+        """Worker: evaluate the next queued span ends, up to ``WORK_BATCH`` (False when the queue is
+        empty). Under the engine lock from taking to evaluating, so that a start on an agent thread
+        sees every earlier end run or none; after the lock is released, the spans are handed on in
+        the order taken (every end taken, evaluated or not), then their callbacks run, in the same
+        order, and only then are they done (a flush waits for the callbacks too)."""
+        queue = self._queue
+        sink = self._sink
+        taken: List[Item] = []
+        outs: List[Optional[SpanOutcome]] = []
+        calls: List[List[Any]] = []
         try:
-            self._hand_on(item, out)
-            self._sink.run_deferred(items)
-        except BaseException as exc:  # noqa: BLE001 -- the processor never raises into the application
-            self._sink.internal_error("worker", exc)
+            with self._lock:
+                taken = queue.take_some(WORK_BATCH)
+                for item in taken:
+                    sink.deferred = []
+                    try:
+                        outs.append(self._run_item(item[0]))
+                    finally:
+                        calls.append(sink.take_deferred())
         finally:
-            self._queue.done(item)
-        return True
+            try:
+                for i, item in enumerate(taken):
+                    try:
+                        self._hand_on(item, outs[i] if i < len(outs) else None)
+                    except BaseException as exc:  # noqa: BLE001, PERF203 -- the processor never raises into the application
+                        sink.internal_error("worker", exc)
+                # The callbacks after every end of the batch is handed on: one that blocks (a webhook
+                # without a timeout) holds no taken end back from the export.
+                for deferred in calls:
+                    if deferred:
+                        try:
+                            sink.run_deferred(deferred)
+                        except BaseException as exc:  # noqa: BLE001 -- the processor never raises into the application
+                            sink.internal_error("worker", exc)
+            finally:
+                for item in taken:  # done after the callbacks: a flush returns once they ran
+                    queue.done(item)
+        return bool(taken)
 
     def _hand_on(self, item: Item, out: Optional[SpanOutcome]) -> None:
         """Hand a taken, evaluated span end on to the wrapped processors in the order the queue gave
@@ -441,23 +475,33 @@ class QueuedEnds:
         self._sink.run_deferred(items)
         return not self._queue.items
 
-    def _other_child_inline(self, sid: int, pid: Optional[int], remote: bool, tid: int, name: str,
-                            attrs: Mapping[str, Any]) -> bool:
+    def _end_inline(self, sid: int, pid: Optional[int], remote: bool, tid: int, name: str,
+                    attrs: Mapping[str, Any]) -> bool:
         """Background mode: whether to take this span end in on the agent's thread. True (with the
-        engine lock held, for the caller to release) for a span that was no GenAI span at its start
-        and is none now, whose parent is in this process (so its end closes no episode), of a
-        trace-keyed episode with no end of its trace in the queue, while the engine is free. Its
-        end then costs the engine a few dictionary updates (its parent link, the episode's
-        activity and span time), in its trace's order (no end of the trace is overtaken; ends of
-        other traces touch other episodes). Queueing it would cost the agent's thread about as
-        much, and the worker as much again."""
+        engine lock held, for the caller to release) for a span whose parent is in this process (so
+        its end closes no episode), of a trace-keyed episode with no end of its trace in the queue,
+        while the engine is free, that is either
+
+        - no GenAI span at its start and none now: its end costs the engine a few dictionary
+          updates (its parent link, the episode's activity and span time); or
+        - a model step positioned at its start: its end gives its usage to the
+          rules that read it and its time to the time rules, a few microseconds, about what queueing
+          it costs the agent's thread, and the worker's taking and handing it on cost as much again
+          (no rule decides anything at a step's end that a later start must wait for: its end is
+          no barrier either way).
+
+        Either is taken in its trace's order (no end of the trace is overtaken; ends of other
+        traces touch other episodes). A tool call's end stays with the worker: its result rules
+        are the agent's latency the background mode saves."""
         if self._queue.traces.get(tid) or not self.engine.by_trace_key:
-            return False
-        if self._positioned.get(sid) != AT_START_OTHER:
             return False
         if pid is None or remote:
             return False
-        if not self._plain(name, attrs):
+        mark = self._positioned.get(sid)
+        if mark == AT_START_OTHER:
+            if not self._plain(name, attrs):
+                return False
+        elif mark != AT_START_STEP:
             return False
         if not self._lock.acquire(blocking=False):
             return False  # the worker is judging an end: queue this one behind it
@@ -489,5 +533,5 @@ class QueuedEnds:
         return out, items
 
 
-__all__ = ["ALL", "AT_START_AGENT", "AT_START_OTHER", "AT_START_PLACED", "NO_BARRIER", "EndQueue", "QueuedEnds",
-           "start_worker"]
+__all__ = ["ALL", "AT_START_AGENT", "AT_START_OTHER", "AT_START_PLACED", "AT_START_STEP", "NO_BARRIER", "EndQueue",
+           "QueuedEnds", "start_worker"]
