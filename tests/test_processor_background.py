@@ -265,6 +265,59 @@ def test_plain_child_spans_of_an_episode_are_taken_in_on_the_agent_thread_with_t
     assert puts.count("work") == 5 and puts.count("invoke_agent support") == 5
 
 
+def _run_with_model_steps(background: bool):
+    """Agent episodes of model steps (a token budget they cross, a step cap), one nested in
+    another (a provider's span inside a framework's), and a tool call after them; each episode
+    starts with the worker idle."""
+    import threading
+
+    eps, vs, puts, threads = [], [], [], []
+    mem = InMemorySpanExporter()
+    proc = AssertionSpanProcessor(RULES, export=SimpleSpanProcessor(mem), on_episode=eps.append,
+                                  on_violation=lambda v: (vs.append(v), threads.append(threading.current_thread())),
+                                  tick_interval=0, background=background)
+    put = proc._queue.put
+    proc._queue.put = lambda item, alive: (puts.append(item[0].name), put(item, alive))[1]
+    tp = TracerProvider(resource=Resource.create({"service.name": "agent"}))
+    tp.add_span_processor(proc)
+    t = tp.get_tracer("bg")
+    step = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o",
+            "gen_ai.usage.input_tokens": 150, "gen_ai.usage.output_tokens": 30}
+    for i in range(4):
+        assert proc.force_flush(30_000)
+        with t.start_as_current_span("invoke_agent support", attributes={
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}):
+            for _ in range(3 + i):
+                with t.start_as_current_span("chat gpt-4o", attributes=step):
+                    with t.start_as_current_span("openai.chat", attributes=step):
+                        pass
+            t.start_span("execute_tool refund", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "refund",
+                "gen_ai.tool.call.arguments": json.dumps({"amount": 5})}).end()
+    assert proc.force_flush(30_000)
+    tp.shutdown()
+    return eps, vs, puts, threads, len(mem.get_finished_spans())
+
+
+def test_model_step_ends_are_taken_in_on_the_agent_thread_with_the_same_verdicts():
+    import threading
+
+    eps_a, vs_a, _, _, n_a = _run_with_model_steps(background=False)
+    eps_b, vs_b, puts, threads, n_b = _run_with_model_steps(background=True)
+    assert n_a == n_b == 4 * 2 + 2 * (3 + 4 + 5 + 6)  # every span exported once
+    strip = lambda sigs: sorted(tuple((t, i, v) for t, i, v, _ in s) for s in sigs)  # noqa: E731
+    assert strip(sig(eps_b)) == strip(sig(eps_a)) and len(eps_b) == 4
+    assert sorted((t, i, m.split("(span")[0]) for t, i, _, m in vsig(vs_b)) == \
+        sorted((t, i, m.split("(span")[0]) for t, i, _, m in vsig(vs_a))
+    assert {v.test_id for v in vs_b} >= {"tokens", "steps"}  # crossed by the steps: something to compare
+    # No end of a model step went to the worker: each was judged on the agent's thread (the
+    # budget's violation among them), in its trace's order; the tool and agent ends were queued.
+    assert not [p for p in puts if "chat" in p], puts
+    assert puts.count("execute_tool refund") == 4 and puts.count("invoke_agent support") == 4
+    tokens = [th for v, th in zip(vs_b, threads) if v.test_id == "tokens"]
+    assert tokens and all(th is threading.main_thread() for th in tokens)
+
+
 def test_span_ends_are_exported_in_end_order_while_the_worker_is_still_exporting_an_earlier_one():
     """Found by tests/test_identical_verdicts.py under load: the worker hands a span end on after
     it released the engine lock; an agent's thread that meanwhile started a span needing the later
