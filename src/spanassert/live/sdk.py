@@ -200,7 +200,7 @@ def timing(span: Any) -> Tuple[Optional[int], Optional[int], int, Sequence[Any]]
         code = status._status_code if status is not None else UNSET
         ev = span._events
         return (span._start_time, span._end_time, 0 if code is UNSET else (2 if code is ERROR else 1),
-                ev if ev else ())
+                ev if getattr(ev, "_dq", ev) else ())  # the BoundedList's deque: no __len__ call
     except AttributeError:
         return start_time(span), end_time(span), status_code(span), events(span)
 
@@ -210,9 +210,15 @@ def dropped(span: Any) -> int:
     """How many attributes and events the SDK dropped from the span and its events' attributes (its
     span limits); 0 for a look-alike span that does not say."""
     try:
-        n: int = span._attributes.dropped + span._events.dropped
-        for e in span._events:  # an event's own attributes over the limit (its content, for some conventions)
-            n += e.dropped_attributes
+        ev = span._events
+        n: int = span._attributes.dropped + ev.dropped
+        # An event's own attributes over the limit (its content, for some conventions). The SDK's
+        # BoundedList copies its deque under its lock to iterate: its deque is read directly, and
+        # only when there are events (most spans have none).
+        dq = getattr(ev, "_dq", ev)
+        if dq:
+            for e in dq:
+                n += e.dropped_attributes
         return n
     except AttributeError:
         return int(getattr(span, "dropped_attributes", 0) or 0) + int(getattr(span, "dropped_events", 0) or 0)
