@@ -25,6 +25,7 @@ import yaml
 
 from ..assertions.base import NEED_ARGUMENTS, Assertion, BuildContext
 from ..config.model import Config, TestCase
+from ..core.escaping import escape_control
 from ..core.model import CONTENT_OK, MISSING, EpisodeView, ModelStep, Outcome, ToolCall
 from ..otlp.json_decode import json_kind
 from ..otlp.reader import read_spans
@@ -220,13 +221,6 @@ def _slug(name: str) -> str:
 
 
 # -- writing --------------------------------------------------------------------------------------
-def _comment(text: str) -> str:
-    """``text`` made safe on one comment line: tool names come from spans, and a line break in one
-    would end the comment and write what follows as YAML (a test of the trace's choosing); line
-    breaks and other control characters are shown escaped."""
-    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
-
-
 def draft(episodes: List[EpisodeSeen], sources: Sequence[str], *, enforce: bool = False) -> str:
     """The commented rules file for ``episodes`` (drafted from ``sources``)."""
     calls_by_tool: Dict[str, List[int]] = {}
@@ -317,7 +311,9 @@ def draft(episodes: List[EpisodeSeen], sources: Sequence[str], *, enforce: bool 
     ]
     for comments, test in blocks:
         lines.append("")
-        lines.extend(f"  # {_comment(c)}" for c in comments)
+        # Tool names come from spans: a line break in one would end its comment and write what follows
+        # as YAML (a test of the trace's choosing); the one escaping rule for span text keeps it on the line.
+        lines.extend(f"  # {escape_control(c)}" for c in comments)
         dumped = yaml.safe_dump([test], sort_keys=False, allow_unicode=True, width=100, default_flow_style=None)
         lines.extend("  " + line for line in dumped.rstrip("\n").split("\n"))
     return "\n".join(lines) + "\n"
