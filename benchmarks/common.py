@@ -115,7 +115,7 @@ def build_label() -> str:
 
 
 def table(rows: List[Dict[str, str]], cols: Sequence[str]) -> str:
-    widths = {c: max(len(c), *(len(r.get(c, "")) for r in rows)) for c in cols}
+    widths = {c: max([len(c)] + [len(r.get(c, "")) for r in rows]) for c in cols}
     out = ["| " + " | ".join(c.ljust(widths[c]) for c in cols) + " |",
            "|" + "|".join("-" * (widths[c] + 2) for c in cols) + "|"]
     for r in rows:

@@ -20,6 +20,7 @@ COLUMNS = ["figure", "build", "ours", "baseline", "ratio", "target", "met"]
 # so its live, serve, memory and start-up figures are what users pay); config loading is not compiled.
 COMPILED_PARTS = ("live", "engine", "replay", "memory", "serve", "startup", "guard")
 ROWS_MARK = "rows-json: "
+PARTS = ("live", "engine", "replay", "memory", "config", "serve", "html", "startup", "mcp", "guard")
 
 
 def compiled_rows(part: str) -> List[Dict[str, str]]:
@@ -43,6 +44,14 @@ def main() -> int:
     only = sys.argv[1:]  # `python benchmarks/run.py startup replay`: just those parts
     rows_json = "--rows-json" in only  # a compiled build's rows for the pure run that started this one
     only = [a for a in only if a != "--rows-json"]
+    if any(a in ("-h", "--help") for a in only):
+        print(__doc__.strip() + "\n\nusage: python benchmarks/run.py [PART ...]   (no PART: every part)\nparts: "
+              + " ".join(PARTS))
+        return 0
+    unknown = [a for a in only if a not in PARTS]
+    if unknown:
+        print(f"run.py: unknown part {', '.join(map(repr, unknown))}; the parts are: {' '.join(PARTS)}", file=sys.stderr)
+        return 2
     build = build_label()
     import config_bench
     import guard_bench
@@ -60,7 +69,7 @@ def main() -> int:
           f"data: benchmarks/data.py; spanassert build: {build}", flush=True)
     rows = []
     t0 = time.time()
-    for name, fn in [
+    parts = [
         ("live", lambda: live.run(5_000 if quick else 12_000)),
         ("engine", lambda: [live.engine_alone_row()]),
         ("replay", lambda: replay_bench.run(300 if quick else 2_000)),
@@ -71,7 +80,9 @@ def main() -> int:
         ("startup", lambda: startup_bench.run(7 if quick else 15)),
         ("mcp", lambda: mcp_bench.run(500 if quick else 2_000)),
         ("guard", lambda: guard_bench.run(2_000 if quick else 10_000)),
-    ]:
+    ]
+    assert tuple(name for name, _ in parts) == PARTS, "PARTS lists the parts in their order"
+    for name, fn in parts:
         if only and name not in only:
             continue
         part = fn()
