@@ -271,3 +271,40 @@ def test_relative_schema_file_resolves_against_the_rules_file_directory(tmp_path
     with pytest.raises(ConfigError) as exc:
         load_config((rules_dir / "rules.yaml").read_text(encoding="utf-8"))
     assert any("answer.schema.json" in d.message for d in exc.value.diagnostics)
+
+
+def test_an_integer_too_long_to_read_is_named_briefly_with_its_size(tmp_path: Path) -> None:
+    # fuzz8: an integer of more than 4300 digits (Python's bound on reading one) was echoed whole into
+    # the message (5,000 digits on one line) with the fix "quote it to make it a string".
+    diags = _diagnostics(_test("""
+        assertions:
+          - type: trace_max_steps
+            max: %s
+        """ % ("9" * 5000)), tmp_path)
+    d = diags[0]
+    assert (d.code, d.line, d.column) == ("E_CFG_PARSE", 6, 14)
+    assert d.message == "`99999999999999999999…99999999` is an integer of 5000 characters, too large to read"
+    assert d.hint and "smaller number" in d.hint
+    assert all(len(x.format()) < 300 for x in diags)
+
+
+def test_control_characters_from_the_rules_file_are_escaped_in_printed_diagnostics(tmp_path: Path) -> None:
+    # fuzz8: a test id (an untrusted pull request's rules file) holding an ANSI escape or a newline
+    # reached the terminal raw through Diagnostic.format (validate, replay, the configurator).
+    import subprocess
+
+    path = tmp_path / "rules.yaml"
+    path.write_text('version: 1\ntests:\n'
+                    '  - id: "\\e[2J\\nspanassert: valid\\u2028\\x9b"\n    assertions: [{type: trace_max_steps, max: 1}]\n'
+                    '  - id: "\\e[2J\\nspanassert: valid\\u2028\\x9b"\n    assertions: [{type: trace_max_steps, max: 1}]\n',
+                    encoding="utf-8")
+    diags = _diagnostics(path.read_text(encoding="utf-8"), tmp_path)
+    assert diags[0].message.startswith("test id `\x1b[2J\nspanassert")  # the data keeps the exact text
+    for args in (["validate", str(path)], ["replay", "--config", str(path), str(path)]):
+        proc = subprocess.run([sys.executable, "-m", "spanassert", *args], capture_output=True, text=True,
+                              timeout=60)
+        said = proc.stdout + proc.stderr
+        assert proc.returncode == 2, said
+        assert "test id `\\x1b[2J\\nspanassert: valid\\u2028\\x9b` is already used" in said
+        assert not [c for c in said if (ord(c) < 32 and c != "\n") or 0x7f <= ord(c) < 0xa0 or c == "\u2028"]
+        assert "\nspanassert: valid" not in said

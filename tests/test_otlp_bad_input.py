@@ -275,3 +275,63 @@ def test_broken_first_json_line_followed_by_good_lines_is_still_line_by_line(tmp
     assert len(records) == 2
     assert [(i.line, i.severity) for i in issues] == [(1, "error")]
     assert issues[0].reason == f"invalid JSON at column {cut + 1}: the line ends inside the document"
+
+
+# -- bounds on what one line, document or message takes in memory (fuzz8) ---------------------------
+# Found by fuzzing gzip'd inputs: a 500 KB gzip file holding one 500 MB JSON line took 1.5 GB of
+# memory (the line read whole, then decoded), so a few MB of gzip could take all of it. A line, a
+# pretty-printed document and a .binpb message are now read at most formats.MAX_RECORD_BYTES; the
+# tests lower the bound (the real one is 1 GiB; tests/stress/test_fuzz_cli.py runs it at size).
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_json_line_over_the_bound_is_a_specific_error_and_the_lines_after_it_are_read(tmp_path, monkeypatch,
+                                                                                          compress):
+    import gzip
+
+    from spanassert.otlp import formats
+
+    monkeypatch.setattr(formats, "MAX_RECORD_BYTES", 4096)
+    long = json.dumps(doc("00000000000000aa", attributes=[{"key": "k", "value": {"stringValue": "x" * 20000}}]))
+    data = "\n".join([line("0000000000000001"), long, line("0000000000000002"), "y" * 9000,
+                      line("0000000000000003")]) + "\n"
+    raw = data.encode()
+    spans, issues = read_path(write(tmp_path, gzip.compress(raw) if compress else raw))
+    assert [s.span_id for s in spans] == ["0000000000000001", "0000000000000002", "0000000000000003"]
+    assert [(i.line, i.severity) for i in issues] == [(2, "error"), (4, "error")]
+    assert issues[0].reason == (f"line is {len(long) + 1} bytes long, over the limit of 4096 bytes for one OTLP JSON "
+                                "line; skipped without decoding it (split the export into smaller batches)")
+
+
+def test_a_non_utf8_line_over_the_bound_is_the_same_error(tmp_path, monkeypatch):
+    from spanassert.otlp import formats
+
+    monkeypatch.setattr(formats, "MAX_RECORD_BYTES", 4096)
+    good = line("0000000000000001").encode() + b"\n"
+    spans, issues = read_path(write(tmp_path, good + b"{" + b"\xff" * 10000 + b"\n" + good))
+    assert [s.span_id for s in spans] == ["0000000000000001"] * 2
+    assert [(i.line, i.reason.split(",")[0]) for i in issues] == [(2, "line is 10002 bytes long")]
+
+
+def test_a_pretty_document_or_binpb_message_over_the_bound_is_a_specific_error(tmp_path, monkeypatch):
+    import gzip
+
+    from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+
+    from spanassert.otlp import formats
+
+    monkeypatch.setattr(formats, "MAX_RECORD_BYTES", 4096)
+    pretty = json.dumps(doc("0000000000000001", name="x" * 5000), indent=2)
+    spans, issues = read_path(write(tmp_path, gzip.compress(pretty.encode())))
+    assert spans == [] and [i.reason.split(";")[0] for i in issues] == [
+        "OTLP JSON document is over the limit of 4096 bytes read whole"]
+    msg = TracesData()
+    span = msg.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id, span.span_id, span.name = bytes.fromhex(TRACE), b"\x01" * 8, "x" * 5000
+    spans, issues = read_path(write(tmp_path, gzip.compress(msg.SerializeToString())))
+    assert spans == [] and [i.reason.split(";")[0] for i in issues] == [
+        "protobuf message is over the limit of 4096 bytes read whole"]
+    # Under the bound both read as before.
+    monkeypatch.setattr(formats, "MAX_RECORD_BYTES", 1 << 20)
+    assert [s.span_id for s in read_path(write(tmp_path, pretty))[0]] == ["0000000000000001"]
+    assert [s.name for s in read_path(write(tmp_path, msg.SerializeToString()))[0]] == ["x" * 5000]

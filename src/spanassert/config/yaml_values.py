@@ -115,10 +115,16 @@ class ValueBuilder:
                 return self._scalars.construct_yaml_float(node)
         except (ValueError, TypeError, yaml.YAMLError):
             line, col = mark_pos(node.start_mark)
-            self.problems.append(Diagnostic(
-                codes.E_CFG_PARSE, f"`{node.value}` is not a valid {tag[len(_TAG):]}",
-                file=self.file, line=line, column=col, hint="quote it to make it a string",
-            ))
+            text = node.value if len(node.value) <= 40 else f"{node.value[:20]}…{node.value[-8:]}"
+            if tag == _TAG + "int" and len(node.value) > 1000:
+                # Python refuses to read integers of more than 4300 digits (a denial-of-service bound).
+                message = f"`{text}` is an integer of {len(node.value)} characters, too large to read"
+                hint = "write a smaller number (no count, size or duration in a rules file needs 1000 digits)"
+            else:
+                message = f"`{text}` is not a valid {tag[len(_TAG):]}"
+                hint = "quote it to make it a string"
+            self.problems.append(Diagnostic(codes.E_CFG_PARSE, message, file=self.file, line=line, column=col,
+                                            hint=hint))
             return node.value
         self._unsupported_tag(node)
         return node.value

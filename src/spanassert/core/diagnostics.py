@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from .escaping import escape_control
 from .native import mypyc_attr
 
 
@@ -45,16 +46,20 @@ class Diagnostic:
         }
 
     def format(self) -> str:
-        where = self.file or "<config>"
+        """One line (and a ``fix:`` line) for a terminal or a log. The message, path and hint
+        quote the rules file (a test id, a key, a value; an untrusted pull request's file), so their
+        control characters are escaped: a newline or an ANSI escape in a test id cannot forge a line
+        of output or rewrite the terminal. :meth:`to_dict` keeps the exact text."""
+        where = escape_control(self.file or "<config>")
         if self.line is not None:
             where += f":{self.line}"
             if self.column is not None:
                 where += f":{self.column}"
-        text = f"{where}: {self.severity} [{self.code}] {self.message}"
+        text = f"{where}: {self.severity} [{self.code}] {escape_control(self.message)}"
         if self.path:
-            text += f" (at {self.path})"
+            text += f" (at {escape_control(self.path)})"
         if self.hint:
-            text += f"\n    fix: {self.hint}"
+            text += f"\n    fix: {escape_control(self.hint)}"
         return text
 
     def __repr__(self) -> str:

@@ -14,6 +14,10 @@ WHITESPACE = b" \t\r\n"
 
 # A frame longer than this is taken as a sign the file is not length-prefixed at all.
 MAX_FRAME_BYTES = 1 << 30
+# The most one JSON line, one JSON document or one protobuf file is read into memory (the same
+# bound as a frame): a line of a gzip or zstd file can decompress to any size (a 500 KB gzip file
+# held one 500 MB line), so without a bound one small input could take all the memory.
+MAX_RECORD_BYTES = MAX_FRAME_BYTES
 CHUNK = 1 << 16
 ZSTD_INSTALL_HINT = "pip install 'spanassert[zstd]'"
 

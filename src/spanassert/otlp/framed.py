@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator, List, Optional
 
+from spanassert.otlp import formats
 from spanassert.otlp.formats import CHUNK, MAX_FRAME_BYTES, WHITESPACE, ZSTD_MAGIC, Item, zstd_module
 from spanassert.otlp.issues import ERROR, WARNING, InputIssue, SpanDecodeError
 from spanassert.otlp.json_decode import records_from_json
@@ -34,7 +35,13 @@ def _proto_records(name: str, index: int, offset: int, data: bytes) -> Iterator[
 
 
 def read_binpb(name: str, stream: Any) -> Iterator[Item]:
-    yield from _proto_records(name, 1, 0, stream.read())
+    limit = formats.MAX_RECORD_BYTES
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        yield InputIssue(name, None, 0, f"protobuf message is over the limit of {limit} bytes read whole; not read "
+                         "(write length-prefixed frames, which are read one at a time)", ERROR)
+        return
+    yield from _proto_records(name, 1, 0, data)
 
 
 def _read_exactly(stream: Any, n: int) -> bytes:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import sys
+from functools import partial
 from typing import Any, Callable, Iterator, List, Optional
 
 from spanassert.core.model import SpanRecord
+from spanassert.otlp import formats
 from spanassert.otlp.formats import BOM, Item
 from spanassert.otlp.issues import ERROR, WARNING, InputIssue, SpanDecodeError
 from spanassert.otlp.json_decode import records_from_json
@@ -59,7 +61,11 @@ def read_json(name: str, stream: Any, shard: Optional[Shard] = None) -> Iterator
     if unread_typed == 0:
         typed = _typed_decoder()
         for_shard = _shard_decoder(typed, shard)
-    for raw in stream:
+    # Lines are read at most MAX_RECORD_BYTES at a time (the C readline, no cost per line): a longer
+    # line comes back cut, without its newline, and is told apart from a last line only once it fails
+    # to parse (below), so the usual line pays nothing for the bound.
+    limit = formats.MAX_RECORD_BYTES
+    for raw in iter(partial(stream.readline, limit), b""):
         lineno += 1
         if unread_typed > 0:
             unread_typed -= len(raw)
@@ -91,7 +97,9 @@ def read_json(name: str, stream: Any, shard: Optional[Shard] = None) -> Iterator
         try:
             obj = loads(raw)
         except UnicodeDecodeError as exc:
-            if not raw.endswith(b"\n"):
+            if len(raw) >= limit and not raw.endswith(b"\n"):
+                yield _too_long(name, lineno, stream, limit)
+            elif not raw.endswith(b"\n"):
                 yield _partial_line(name, lineno)
             else:
                 yield _utf8_issue(name, lineno, exc)
@@ -101,6 +109,10 @@ def read_json(name: str, stream: Any, shard: Optional[Shard] = None) -> Iterator
             if not raw.strip():
                 continue
             terminated = raw.endswith(b"\n")
+            if not terminated and len(raw) >= limit:
+                yield _too_long(name, lineno, stream, limit)
+                first = False
+                continue
             if first and terminated and exc.pos >= len(exc.doc.rstrip()):
                 yield from _read_pretty(name, lineno, raw, stream)
                 return
@@ -148,6 +160,18 @@ def _too_deep(name: str, line: int) -> InputIssue:
     return InputIssue(name, line, None, "JSON is nested too deeply", ERROR)
 
 
+def _too_long(name: str, line: int, stream: Any, limit: int) -> InputIssue:
+    """The issue for a line longer than ``limit`` bytes, after skipping the rest of it unread."""
+    total = limit
+    while True:
+        rest = stream.readline(1 << 16)
+        total += len(rest)
+        if not rest or rest.endswith(b"\n"):
+            break
+    return InputIssue(name, line, None, f"line is {total} bytes long, over the limit of {limit} bytes for one "
+                      "OTLP JSON line; skipped without decoding it (split the export into smaller batches)", ERROR)
+
+
 def _partial_line(name: str, line: int) -> InputIssue:
     return InputIssue(
         name, line, None, "last line is incomplete (no newline, not valid JSON); file still being written?", WARNING
@@ -155,8 +179,15 @@ def _partial_line(name: str, line: int) -> InputIssue:
 
 
 def _read_pretty(name: str, first_line: int, first_raw: bytes, stream: Any) -> Iterator[Item]:
-    """One or more pretty-printed documents (e.g. ``jq .`` output). These are read whole."""
-    data = first_raw + stream.read()
+    """One or more pretty-printed documents (e.g. ``jq .`` output). These are read whole, up to
+    ``MAX_RECORD_BYTES``."""
+    limit = formats.MAX_RECORD_BYTES
+    data = first_raw + stream.read(max(0, limit + 1 - len(first_raw)))
+    if len(data) > limit:
+        yield InputIssue(name, first_line, None, f"OTLP JSON document is over the limit of {limit} bytes read "
+                         "whole; not read (write JSON Lines, one request per line, which are read a line at a time)",
+                         ERROR)
+        return
     if data.startswith(BOM):
         data = data[3:]
     try:
