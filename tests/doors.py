@@ -1,5 +1,6 @@
 """The replay and serve doors for tests that judge the same spans live, replayed and served.
 
+``live_run`` plays spans under the live processor in the real SDK and writes them to a file;
 ``replay_cli`` runs ``spanassert replay`` as a subprocess (the real CLI: argument parsing, reading,
 exit code), with the environment's ``SPANASSERT_*`` settings removed so a developer's shell cannot
 change the answer. ``serve_records`` hands records to serve's in-process receiver as its endpoints
@@ -11,7 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, Iterable, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 
 def replay_cli(rules: Union[str, Path], path: Union[str, Path], *flags: str,
@@ -21,6 +22,26 @@ def replay_cli(rules: Union[str, Path], path: Union[str, Path], *flags: str,
     clean.update(env or {})
     return subprocess.run([sys.executable, "-m", "spanassert", "replay", *flags, "--config", str(rules), str(path)],
                           capture_output=True, text=True, timeout=120, env=clean)
+
+
+def live_run(config: Any, play: Callable[[Any], None], path: Union[str, Path], background: bool = False) -> List[Any]:
+    """``play(tracer)`` under the live processor in the real SDK (inline or ``background``), the spans
+    exported to the OTLP JSON Lines file ``path``; returns the episodes it decided (on_episode)."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from otlp_file_exporter import FileSpanExporter
+
+    from spanassert import AssertionSpanProcessor
+
+    episodes: List[Any] = []
+    proc = AssertionSpanProcessor(config, export=SimpleSpanProcessor(FileSpanExporter(str(path))),
+                                  on_episode=episodes.append, tick_interval=0, background=background)
+    tp = TracerProvider(resource=Resource.create({"service.name": "agent"}))
+    tp.add_span_processor(proc)
+    play(tp.get_tracer("doors"))
+    tp.shutdown()
+    return episodes
 
 
 def serve_records(config: Any, records: Iterable[Any], per_request: Optional[int] = None,

@@ -87,7 +87,9 @@ def _rule_types() -> Tuple[Any, ...]:
         def on_close(self, state: Any, episode: Any) -> Outcome:
             return Outcome.passed("recorded")
 
-    return RaisesAtClose, RecordsCalls
+    from serve_harness import fault_type
+
+    return RaisesAtClose, RecordsCalls, fault_type()
 
 
 CALLS: List[Tuple[str, Any, int]] = []

@@ -36,10 +36,11 @@ def install_pause(path: str) -> None:
     IntakeQueue.get = get  # type: ignore[method-assign]
 
 
-def install_fault_type() -> None:
-    from spanassert.assertions import Assertion, BuildContext, Field, register
+def fault_type() -> Any:
+    """The ``test_raises`` assertion class (not registered: :func:`install_fault_type` registers it
+    for a process, ``faults.add_rule_types`` for one test)."""
+    from spanassert.assertions import Assertion, BuildContext, Field
 
-    @register
     class RaisingAssertion(Assertion):
         type_name = "test_raises"
         doc = ("Test only: when a call of `tool` starts, raises RuntimeError (`fault: error`), raises "
@@ -72,6 +73,14 @@ def install_fault_type() -> None:
             if self.fault == "close":
                 raise RuntimeError("injected fault deciding the rule at close")
             return super().on_close(state, episode)
+
+    return RaisingAssertion
+
+
+def install_fault_type() -> None:
+    from spanassert.assertions import register
+
+    register(fault_type())
 
 
 def main() -> int:

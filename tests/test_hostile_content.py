@@ -15,14 +15,9 @@ import tempfile
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
-from doors import serve_records
+from doors import live_run, serve_records
 from opentelemetry import trace as otel_trace
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from otlp_file_exporter import FileSpanExporter
 
-from spanassert import AssertionSpanProcessor
 from spanassert.config import load_config
 from spanassert.otlp.reader import read_spans
 from spanassert.replay import replay
@@ -98,14 +93,8 @@ def test_odd_shaped_content_is_never_a_pass_in_any_door(case: str) -> None:
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "t.jsonl")
         for background in (False, True):
-            live: List[Any] = []
-            out = path if not background else os.path.join(d, "bg.jsonl")
-            proc = AssertionSpanProcessor(config, export=SimpleSpanProcessor(FileSpanExporter(out)),
-                                          on_episode=live.append, tick_interval=0, background=background)
-            tp = TracerProvider(resource=Resource.create({"service.name": "agent"}))
-            tp.add_span_processor(proc)
-            _play(tp.get_tracer("hostile"), calls)
-            tp.shutdown()
+            live = live_run(config, lambda tracer: _play(tracer, calls), path if not background
+                            else os.path.join(d, "bg.jsonl"), background)
             seen["live background" if background else "live inline"] = _verdicts(live, rule)
         report = replay(config, [path])
         assert not report.input_errors

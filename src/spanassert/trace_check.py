@@ -346,6 +346,12 @@ def check(trace: Trace, rules_or_expectations: Any) -> CheckResult:
                                        shadow=r.shadow))
         incomplete = {ep.key: list(ep.incomplete) for ep in report.episodes if ep.incomplete}
         episodes = len(report.episodes)
+        if report.internal_errors:
+            # What the error kept from being judged may be a whole trace (no episode opened): no pass.
+            items.append(CheckItem(label="spanassert internal error", verdict=Verdict.INCONCLUSIVE,
+                                   detail=f"{report.internal_errors} internal error(s) while judging (the first: "
+                                          f"{report.internal_error_first}); what each kept from being judged is "
+                                          "inconclusive", episode=""))
     if plan is None:
         return CheckResult(items, episodes, incomplete)
     items.extend(_judge_whole_trace(trace, plan))

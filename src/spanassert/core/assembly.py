@@ -19,8 +19,8 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from ..mapping import ROLE_OTHER
 from .engine import Engine, SpanOutcome
-from .episode import parents_not_in_input
-from .model import SpanRecord
+from .episode import OVERFLOW_DROPPED_NO_EPISODE, parents_not_in_input
+from .model import CloseReason, SpanRecord
 from .native import mypyc_attr
 from .spans import INCOMPLETE_SOURCE_DROPPED
 
@@ -214,6 +214,47 @@ def feed_trace(engine: Engine, records: List[SpanRecord],
     if not root_seen:
         engine.end_trace(trace_id)
     return gaps
+
+
+def judge_trace(engine: Engine, records: List[SpanRecord], door: str,
+                on_outcome: Optional[Callable[[SpanRecord, SpanOutcome], None]] = None) -> None:
+    """Judge one assembled trace as every door that assembles traces does (replay, serve):
+    :func:`feed_trace`, then a trace that lost its markers and opened no episode is counted
+    (``OVERFLOW_DROPPED_NO_EPISODE``: the report passes nothing then). An exception while judging
+    it is contained to it: counted (``engine.sink.internal_error("<door>_trace", exc)``) and its
+    episode closed ``internal_error`` (:meth:`Engine.abandon`: failures found stand, every other
+    rule is inconclusive); the door goes on with the other traces."""
+    try:
+        gaps = feed_trace(engine, records, on_outcome)
+        if lost_markers_unseen(engine, records, gaps):
+            engine.sink.overflow(OVERFLOW_DROPPED_NO_EPISODE)
+    except Exception as exc:  # noqa: BLE001 - isolate the failure to this trace
+        engine.sink.internal_error(door + "_trace", exc)
+        try:
+            engine.abandon(records[0].trace_id)
+        except Exception as again:  # noqa: BLE001 - counted; the episode is dropped (abandon)
+            engine.sink.internal_error(door + "_abandon", again)
+
+
+def close_all_contained(engine: Engine, reason: CloseReason, door: str) -> None:
+    """Decide every open episode (end of input, shutdown); one whose closing raises is counted
+    (``"<door>_close"``) and abandoned, and the others are still decided."""
+    for _ in range(len(engine.open) + 1):
+        try:
+            engine.close_all(reason)
+            return
+        except Exception as exc:  # noqa: BLE001, PERF203 - one failing episode must not stop the others
+            engine.sink.internal_error(door + "_close", exc)
+            first = next(iter(engine.open.values()), None)
+            if first is None:
+                return
+            try:
+                if first.trace_id is not None:
+                    engine.abandon(first.trace_id)
+            except Exception as again:  # noqa: BLE001 - counted; the episode is dropped below
+                engine.sink.internal_error(door + "_abandon", again)
+            if first.key in engine.open:  # abandoning did not remove it: give up on it
+                del engine.open[first.key]
 
 
 class _Pending:

@@ -110,6 +110,12 @@ class Report:
         self.late_spans = 0
         self.amended = 0  # episode results replaced after close (late violations)
         self.overflows: Dict[str, int] = {}
+        # Errors inside spanassert it judged around (a trace whose judging raised: its episode closed
+        # `internal_error`, the other traces judged; a rule whose decision at close raised: that rule
+        # `inconclusive`): the run's exit code is then never 0. ``internal_error_first``: the first
+        # one, "Type: message" (bounded; it may quote span data: escape it before printing).
+        self.internal_errors = 0
+        self.internal_error_first: Optional[str] = None
         # (trace id, span id) -> input location ("file.jsonl:12") of spans that carry a violation.
         self.sources: Optional[Dict[Tuple[str, str], str]] = {}
         self.coverage: Dict[Tuple[str, int], RuleCoverage] = {}
@@ -196,9 +202,12 @@ class Report:
 
     def exit_code(self, *, fail_on_inconclusive: bool = False, skip_invalid: bool = False,
                   allow_empty: bool = False) -> int:
-        """0 no failure, 1 at least one failed verdict, 2 input errors (unless skipped) or an input with
+        """0 no failure, 1 at least one failed verdict, 2 input errors (unless skipped), an internal
+        error (what it kept from being judged is `inconclusive`: the run is no pass) or an input with
         no span or no episode (unless ``allow_empty``)."""
         if self.input_errors and not skip_invalid:
+            return 2
+        if self.internal_errors:
             return 2
         if not allow_empty and self.empty_reason is not None:
             return 2
@@ -245,7 +254,8 @@ class Report:
                         "unreadable_spans": self.unreadable_spans, "late_spans": self.late_spans,
                         "amended_episodes": self.amended,
                         "incomplete_episodes": sum(1 for ep in self.episodes if ep.incomplete),
-                        "input_errors": len(self.input_errors), "empty": self.empty_reason},
+                        "input_errors": len(self.input_errors), "internal_errors": self.internal_errors,
+                        "empty": self.empty_reason},
             "episodes": [ep.to_dict() for ep in self.episodes],
             "coverage": [c.to_dict() for c in self.coverage.values()],
             "violations": [v.to_dict() for v in self.violations],
@@ -377,3 +387,17 @@ class ReportSink(Sink):
 
     def overflow(self, kind: str) -> None:
         self.report.overflows[kind] = self.report.overflows.get(kind, 0) + 1
+
+    def internal_error(self, kind: str, exc: BaseException) -> None:
+        """Counted (``Report.internal_errors``), never raised: the engine judged around it (the trace
+        whose judging raised is closed `internal_error`, a rule whose decision raised is
+        `inconclusive`) and the run goes on with the other traces."""
+        note_internal_error(self.report, exc)
+
+
+def note_internal_error(report: Report, exc: BaseException) -> None:
+    """Count one internal error in ``report``, keeping the first one's "Type: message" (bounded)."""
+    report.internal_errors += 1
+    if report.internal_error_first is None:
+        text = f"{type(exc).__name__}: {exc}"
+        report.internal_error_first = text if len(text) <= 300 else text[:299] + "…"

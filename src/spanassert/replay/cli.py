@@ -348,6 +348,13 @@ def _run(args: argparse.Namespace) -> int:
         if not args.skip_invalid:
             err.write(f"{PROG}: {len(report.input_errors)} bad input record(s) were skipped and the rest checked; "
                       "exit 2 — fix the input, or pass --skip-invalid to let verdicts decide the exit code\n")
+    if report.internal_errors:
+        from ..core.escaping import escape_control
+
+        first = escape_control(report.internal_error_first or "")
+        err.write(f"{PROG}: {report.internal_errors} internal error(s) while judging (the first: {first}); what each "
+                  "kept from being judged is inconclusive, every other trace was judged; exit 2 — please report "
+                  "it with the command line used\n")
     if report.empty_reason is not None and not args.allow_empty:
         _error(f"nothing to judge in {', '.join(args.paths)}: {report.empty_reason}; exit 2 "
                "(pass --allow-empty when an empty input is expected)")

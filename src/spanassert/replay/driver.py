@@ -11,9 +11,8 @@ import os
 from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple, Union
 
 from ..config.model import Config
-from ..core.assembly import TraceBuffer, feed_trace, lost_markers_unseen, release_order
+from ..core.assembly import TraceBuffer, close_all_contained, judge_trace, release_order
 from ..core.engine import Engine, SpanOutcome
-from ..core.episode import OVERFLOW_DROPPED_NO_EPISODE
 from ..core.model import CloseReason, SpanRecord
 from ..core.report import InputPrompts, Report, ReportSink
 from ..core.results import EpisodeResult
@@ -72,17 +71,14 @@ class _Run:
             self._note_prompts(trace)
         sources = self.report.sources
         if sources is None:
-            gaps = feed_trace(self.engine, trace)
+            judge_trace(self.engine, trace, "replay")
         else:
             def remember(record: SpanRecord, outcome: SpanOutcome) -> None:
                 # Reports point at the input line of the offending span (SARIF physicalLocation).
                 if outcome.violations and record.source:
                     sources[(record.trace_id, record.span_id)] = record.source
 
-            gaps = feed_trace(self.engine, trace, remember)
-        if lost_markers_unseen(self.engine, trace, gaps):
-            overflows = self.report.overflows
-            overflows[OVERFLOW_DROPPED_NO_EPISODE] = overflows.get(OVERFLOW_DROPPED_NO_EPISODE, 0) + 1
+            judge_trace(self.engine, trace, "replay", remember)
 
     def _note_prompts(self, trace: List[SpanRecord]) -> None:
         """Which tests' ``input.prompt`` this trace's user messages name (no verdict reads this)."""
@@ -149,11 +145,11 @@ class _Run:
         if self.episode_keys is None:
             for trace in self.buffer.drain():
                 self._feed(trace)
-            self.engine.close_all(CloseReason.END_OF_INPUT)
+            close_all_contained(self.engine, CloseReason.END_OF_INPUT, "replay")
         else:
             for trace in self.buffer.drain():
                 self._keyed(release_order(trace, float("inf")), self._feed, trace)
-            self._keyed(_AT_END, self.engine.close_all, CloseReason.END_OF_INPUT)
+            self._keyed(_AT_END, close_all_contained, self.engine, CloseReason.END_OF_INPUT, "replay")
         if self.buffer.overflowed:
             self.report.overflows["spans_per_trace"] = self.buffer.overflowed
         if not ordered_end:

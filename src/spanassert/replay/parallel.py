@@ -154,6 +154,7 @@ def _payload(rep: Report, pack: bool) -> Dict[str, Any]:
         "spans_read": rep.spans_read,
         "unreadable_spans": rep.unreadable_spans, "late_spans": rep.late_spans, "amended": rep.amended,
         "overflows": rep.overflows, "sources": rep.sources,
+        "internal_errors": (rep.internal_errors, rep.internal_error_first),
         "coverage": {k: c.counts for k, c in rep.coverage.items()}, "tool_names": rep.tool_names,
         "trace_times": rep.trace_times, "outside_window": rep.outside_window, "calls": rep.calls,
         "key_traces": rep.key_traces,
@@ -173,6 +174,10 @@ def _merge(rep: Report, parts: List[Dict[str, Any]], keys: List[Tuple[List[Any],
         rep.unreadable_spans += part["unreadable_spans"]
         rep.late_spans += part["late_spans"]
         rep.amended += part["amended"]
+        errors, first = part["internal_errors"]
+        rep.internal_errors += errors
+        if rep.internal_error_first is None:
+            rep.internal_error_first = first
         rep.outside_window += part["outside_window"]
         for kind, n in part["overflows"].items():
             rep.overflows[kind] = rep.overflows.get(kind, 0) + n

@@ -4,7 +4,9 @@ id → one ``<testcase>`` per (episode, test).
 A test's verdict on an episode is the worst of its assertions'. failed → ``<failure>``;
 not_applicable → ``<skipped>``; inconclusive → ``<error type="inconclusive">`` with
 ``fail_on_inconclusive``, else ``<skipped message="inconclusive: …">``. A shadow-mode test never
-fails the run, so its failures are ``<skipped message="shadow mode: failed: …">``.
+fails the run, so its failures are ``<skipped message="shadow mode: failed: …">``. Internal errors
+(the report's ``internal_errors``) add a suite "spanassert internal errors" with one
+``<error type="internal_error">``.
 """
 from __future__ import annotations
 
@@ -104,6 +106,16 @@ def render_junit(report: Report, *, fail_on_inconclusive: bool = False) -> bytes
                 element = ET.SubElement(root, "testsuite", {"name": _clean(outcome.test_id)})
                 suite = suites[outcome.test_id] = _Suite(element)
             _testcase(suite, outcome.test_id, name, outcome, fail_on_inconclusive)
+    if report.internal_errors:
+        # Not a rule's verdict: the run itself is in error (what the errors kept from being judged
+        # is inconclusive above), so CI shows it whatever --fail-on-inconclusive says.
+        el = ET.SubElement(root, "testsuite", {"name": "spanassert internal errors"})
+        suite = suites["\0internal errors"] = _Suite(el)
+        case = ET.SubElement(el, "testcase", {"name": "judging the input", "classname": "spanassert", "time": "0"})
+        ET.SubElement(case, "error", {"type": "internal_error", "message": _clean(_first_line(
+            [f"{report.internal_errors} internal error(s) while judging; the first: {report.internal_error_first}"]))})
+        suite.tests += 1
+        suite.errors += 1
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for s in suites.values():
         s.element.set("tests", str(s.tests))

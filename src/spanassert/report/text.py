@@ -159,6 +159,9 @@ def render_text(report: Report, *, quiet: bool = False, baseline: Optional[Basel
         facts.append(f"{incomplete} episode{'s' if incomplete != 1 else ''} with incomplete evidence")
     if report.amended:
         facts.append(f"{report.amended} episode result{'s' if report.amended != 1 else ''} amended by late spans")
+    if report.internal_errors:
+        facts.append(f"{report.internal_errors} internal error{'s' if report.internal_errors != 1 else ''} "
+                     "(what each kept from being judged is inconclusive)")
     if shadow_failed:
         facts.append(f"{shadow_failed} failed in shadow mode (not failing the run)")
     for kind, k in sorted(report.overflows.items()):

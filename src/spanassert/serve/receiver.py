@@ -24,9 +24,8 @@ from bisect import bisect_left, insort
 from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
 
 from ..config.model import Config
-from ..core.assembly import TraceBuffer, feed_trace, lost_markers_unseen
+from ..core.assembly import TraceBuffer, close_all_contained, judge_trace
 from ..core.engine import ROLE_TOOL, Engine, SpanOutcome
-from ..core.episode import OVERFLOW_DROPPED_NO_EPISODE
 from ..core.model import CloseReason, SpanRecord
 from ..core.native import mypyc_attr
 from ..core.report import Report
@@ -417,18 +416,7 @@ class Receiver:
 
     def _close_all(self) -> None:
         """Decide every open episode at shutdown; one whose closing raises is abandoned."""
-        for _ in range(len(self.engine.open) + 1):
-            try:
-                self.engine.close_all(CloseReason.SHUTDOWN)
-                return
-            except Exception as exc:  # noqa: BLE001, PERF203 - one failing episode must not stop the others
-                self.sink.internal_error("serve_close", exc)
-                first = next(iter(self.engine.open.values()), None)
-                if first is None:
-                    return
-                self._guarded("serve_abandon", self.engine.abandon, first.trace_id)
-                if first.key in self.engine.open:  # abandoning did not remove it: give up on it
-                    del self.engine.open[first.key]
+        close_all_contained(self.engine, CloseReason.SHUTDOWN, "serve")
 
     def _after_work(self) -> None:
         self.open_episodes = self.engine.open_count
@@ -499,12 +487,7 @@ class Receiver:
         side = self._sides.pop(records[0].trace_id, None)
         marks: Dict[int, List[Violation]] = {}
         try:
-            gaps = feed_trace(self.engine, records, _marking(marks) if self.forwarder is not None else None)
-            if lost_markers_unseen(self.engine, records, gaps):
-                self.sink.overflow(OVERFLOW_DROPPED_NO_EPISODE)  # the report: no `passed` stands
-        except Exception as exc:  # noqa: BLE001 - isolate the failure to this trace
-            self.sink.internal_error("serve_trace", exc)
-            self._guarded("serve_abandon", self.engine.abandon, records[0].trace_id)
+            judge_trace(self.engine, records, "serve", _marking(marks) if self.forwarder is not None else None)
         finally:
             self.engine.forget_precheck(records[0].trace_id)  # what its early checks kept
         if self.forwarder is None:

@@ -10,7 +10,7 @@ from typing import Any, Optional, TextIO, Tuple
 from ..core.emit import ATTR_KIND, ATTR_REASON, Telemetry
 from ..core.escaping import escape_control
 from ..core.model import Verdict
-from ..core.report import Report, ReportSink
+from ..core.report import Report, ReportSink, note_internal_error
 from ..core.results import EpisodeResult, Violation
 
 EARLY_MEMORY = 100_000  # (test, assertion, span) keys of violations reported on arrival
@@ -136,6 +136,8 @@ class ServeSink(Telemetry):
     def internal_error(self, kind: str, exc: BaseException) -> None:
         with self._count_lock:
             self.errors_counted += 1
+            if self.report_sink is not None:  # --report-json's summary.internal_errors
+                note_internal_error(self.report_sink.report, exc)
         super().internal_error(kind, exc)
 
     def overflow(self, kind: str) -> None:
