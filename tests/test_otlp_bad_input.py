@@ -335,3 +335,65 @@ def test_a_pretty_document_or_binpb_message_over_the_bound_is_a_specific_error(t
     monkeypatch.setattr(formats, "MAX_RECORD_BYTES", 1 << 20)
     assert [s.span_id for s in read_path(write(tmp_path, pretty))[0]] == ["0000000000000001"]
     assert [s.name for s in read_path(write(tmp_path, msg.SerializeToString()))[0]] == ["x" * 5000]
+
+
+# -- numbers out of range (fuzz8) --------------------------------------------------------------------
+RECORDED = Path(__file__).resolve().parent.parent / "examples" / "recorded" / "support-agent.jsonl"
+
+
+def _recorded_with(line_no: int, old: str, new: str) -> str:
+    lines = RECORDED.read_text(encoding="utf-8").splitlines()
+    assert old in lines[line_no - 1]
+    lines[line_no - 1] = lines[line_no - 1].replace(old, new, 1)
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("typed", ["always", "never"])
+def test_a_json_number_too_long_to_read_is_an_issue_at_its_line_and_the_rest_is_read(tmp_path, monkeypatch, typed):
+    # Found by fuzzing: json.loads raises a plain ValueError for an integer of more than 4300 digits;
+    # it reached the reader's last resort ("could not read the file") and every later line was lost.
+    monkeypatch.setenv("SPANASSERT_TYPED_JSON", typed)
+    text = _recorded_with(3, '"startTimeUnixNano":"', '"x":' + "9" * 5000 + ',"startTimeUnixNano":"')
+    spans, issues = read_path(write(tmp_path, text))
+    assert len(spans) == 25
+    assert [(i.line, i.severity, i.reason) for i in issues] == [(3, "error", (
+        "a JSON number has more than 4300 digits, too long to read (OTLP integers have at most 20 digits)"))]
+
+
+@pytest.mark.parametrize("typed", ["always", "never"])
+@pytest.mark.parametrize("field,value", [("startTimeUnixNano", "9" * 400), ("endTimeUnixNano", "-1"),
+                                         ("endTimeUnixNano", str(1 << 64))])
+def test_a_span_time_outside_fixed64_is_a_specific_issue_not_an_overflow(tmp_path, monkeypatch, typed, field, value):
+    # Found by fuzzing: a time of 400 digits was read as is and replay ended in "internal error:
+    # OverflowError: int too large to convert to float" (a tool call's duration, the HTML timeline).
+    monkeypatch.setenv("SPANASSERT_TYPED_JSON", typed)
+    lines = RECORDED.read_text(encoding="utf-8").splitlines()
+    at = next(i for i, x in enumerate(lines) if '"name":"execute_tool' in x)
+    text = _recorded_with(at + 1, f'"{field}":"', f'"{field}":"{value}')
+    spans, issues = read_path(write(tmp_path, text))
+    assert len(spans) == 25
+    assert [(i.line, i.severity) for i in issues] == [(at + 1, "error")]
+    assert f"`{field}` " in issues[0].reason
+    assert "is out of range: OTLP times are unsigned 64-bit nanoseconds since the Unix epoch" in issues[0].reason
+
+
+def test_an_event_time_outside_fixed64_is_a_specific_issue(tmp_path):
+    spans, issues = read_path(write(tmp_path, line("0000000000000001", events=[
+        {"name": "e", "timeUnixNano": "9" * 30}]) + "\n" + line("0000000000000002") + "\n"))
+    assert [s.span_id for s in spans] == ["0000000000000002"]
+    assert ["`timeUnixNano` '999999999999999999999999999999' is out of range" in i.reason for i in issues] == [True]
+
+
+def test_replay_of_a_span_time_past_fixed64_exits_2_with_the_issue_not_an_internal_error(tmp_path):
+    import subprocess
+
+    lines = RECORDED.read_text(encoding="utf-8").splitlines()
+    at = next(i for i, x in enumerate(lines) if '"name":"execute_tool' in x)
+    path = write(tmp_path, _recorded_with(at + 1, '"endTimeUnixNano":"', '"endTimeUnixNano":"' + "9" * 400))
+    rules = Path(__file__).resolve().parent.parent / "examples" / "rules.yaml"
+    for extra in ([], ["--format", "json", "--html", str(tmp_path / "r.html")]):
+        proc = subprocess.run([sys.executable, "-m", "spanassert", "replay", str(path), "--config", str(rules), *extra],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert "internal error" not in proc.stderr
+        assert f"{path}:{at + 1}: error: `endTimeUnixNano` '9999" in proc.stderr

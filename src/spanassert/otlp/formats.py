@@ -2,6 +2,7 @@
 reader yields, and the optional zstd module."""
 from __future__ import annotations
 
+import sys
 from typing import Any, List, Optional, Tuple, Union
 
 from spanassert.core.model import SpanRecord
@@ -23,6 +24,14 @@ ZSTD_INSTALL_HINT = "pip install 'spanassert[zstd]'"
 
 # What a file reader yields: the records of one line/message, or an issue.
 Item = Union[List[SpanRecord], InputIssue]
+
+
+def number_too_long() -> str:
+    """Why ``json.loads`` raised a plain ValueError: Python reads no integer of more digits than
+    ``sys.get_int_max_str_digits()`` (a denial-of-service bound); without this the reader's
+    last-resort catch ended the whole file at that line."""
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+    return f"a JSON number has more than {limit} digits, too long to read (OTLP integers have at most 20 digits)"
 
 
 def zstd_module(name: str) -> Tuple[Any, Optional[InputIssue]]:

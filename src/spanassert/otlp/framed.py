@@ -7,7 +7,7 @@ import json
 from typing import Any, Iterator, List, Optional
 
 from spanassert.otlp import formats
-from spanassert.otlp.formats import CHUNK, MAX_FRAME_BYTES, WHITESPACE, ZSTD_MAGIC, Item, zstd_module
+from spanassert.otlp.formats import CHUNK, MAX_FRAME_BYTES, WHITESPACE, ZSTD_MAGIC, Item, number_too_long, zstd_module
 from spanassert.otlp.issues import ERROR, WARNING, InputIssue, SpanDecodeError
 from spanassert.otlp.json_decode import records_from_json
 from spanassert.otlp.proto_decode import records_from_proto
@@ -161,6 +161,9 @@ def _frame_json_records(name: str, index: int, offset: int, payload: bytes) -> I
         return
     except RecursionError:
         yield InputIssue(name, None, offset, f"message {index}: JSON is nested too deeply", ERROR)
+        return
+    except ValueError:  # after its subclasses above: a number past int()'s digit bound
+        yield InputIssue(name, None, offset, f"message {index}: {number_too_long()}", ERROR)
         return
     errors: List[SpanDecodeError] = []
     try:

@@ -136,6 +136,19 @@ def _integer(v: Any, what: str, path: str) -> int:
     raise SpanDecodeError(f"`{what}` must be an integer or a decimal string, got {_kind_name(v)}", path)
 
 
+_TIME_LIMIT = 1 << 64  # OTLP times are fixed64: unsigned 64-bit nanoseconds since the Unix epoch
+
+
+def _time(v: Any, what: str, path: str) -> int:
+    """A time field: an integer in the range of OTLP's fixed64 (a time of 400 digits reached the
+    engine and ended replay in an OverflowError when a duration was taken)."""
+    n = _integer(v, what, path)
+    if n < 0 or n >= _TIME_LIMIT:
+        raise SpanDecodeError(f"`{what}` {_shown(str(n))} is out of range: OTLP times are unsigned 64-bit "
+                              f"nanoseconds since the Unix epoch (0 to {_TIME_LIMIT - 1})", path)
+    return n
+
+
 def _enum(v: Any, names: Dict[str, int], what: str, path: str) -> int:
     if v is None:
         return 0
@@ -310,9 +323,10 @@ def _fast_span(s: Dict[str, Any], trace_id: str, resource: Dict[str, Any], scope
             eattrs = e.get("attributes")
             if "droppedAttributesCount" in e:
                 event_drops = (event_drops or 0) + dropped_count(e["droppedAttributesCount"])
-            made.append(
-                SpanEvent(ename, int(e.get("timeUnixNano", 0)), _fast_attributes(eattrs) if eattrs else {})
-            )
+            etime = int(e.get("timeUnixNano", 0))
+            if etime >> 64:  # negative or past fixed64: the careful path names it
+                raise ValueError("timeUnixNano")
+            made.append(SpanEvent(ename, etime, _fast_attributes(eattrs) if eattrs else {}))
     else:
         events = NO_EVENTS
     # Slot stores instead of SpanRecord(...): keyword-argument calls cost 4x more on this hot path.
@@ -331,6 +345,8 @@ def _fast_span(s: Dict[str, Any], trace_id: str, resource: Dict[str, Any], scope
         raise KeyError("startTimeUnixNano")  # absent, null or under its proto name: the careful path decides
     rec.start_ns = int(start)
     rec.end_ns = int(end)
+    if (rec.start_ns | rec.end_ns) >> 64:  # either negative or past fixed64: the careful path names it
+        raise ValueError("time out of range")
     rec.attributes = _fast_attributes(attrs) if attrs else {}
     rec.status_code = code
     rec.status_message = message
@@ -362,7 +378,7 @@ def _careful_span(s: Any, path: str, resource: Dict[str, Any], scope: str, sourc
         events.append(
             SpanEvent(
                 _string(_field(e, "name"), "name", where),
-                _integer(_field(e, "timeUnixNano"), "timeUnixNano", where),
+                _time(_field(e, "timeUnixNano"), "timeUnixNano", where),
                 decode_attributes(_field(e, "attributes"), f"{where}.attributes"),
             )
         )
@@ -372,8 +388,8 @@ def _careful_span(s: Any, path: str, resource: Dict[str, Any], scope: str, sourc
         parent_span_id=parent,
         name=_string(_field(s, "name"), "name", path),
         kind=_enum(_field(s, "kind"), _SPAN_KINDS, "kind", path),
-        start_ns=_integer(_field(s, "startTimeUnixNano"), "startTimeUnixNano", path),
-        end_ns=_integer(_field(s, "endTimeUnixNano"), "endTimeUnixNano", path),
+        start_ns=_time(_field(s, "startTimeUnixNano"), "startTimeUnixNano", path),
+        end_ns=_time(_field(s, "endTimeUnixNano"), "endTimeUnixNano", path),
         attributes=decode_attributes(_field(s, "attributes"), f"{path}.attributes"),
         status_code=_enum(_field(status, "code"), _STATUS_CODES, "status.code", path),
         status_message=_string(_field(status, "message"), "status.message", path),

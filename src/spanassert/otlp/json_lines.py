@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator, List, Optional
 
 from spanassert.core.model import SpanRecord
 from spanassert.otlp import formats
-from spanassert.otlp.formats import BOM, Item
+from spanassert.otlp.formats import BOM, Item, number_too_long
 from spanassert.otlp.issues import ERROR, WARNING, InputIssue, SpanDecodeError
 from spanassert.otlp.json_decode import records_from_json
 from spanassert.otlp.shard import Shard
@@ -126,6 +126,10 @@ def read_json(name: str, stream: Any, shard: Optional[Shard] = None) -> Iterator
             yield _too_deep(name, lineno)
             first = False
             continue
+        except ValueError:  # after its subclasses above: a number past int()'s digit bound
+            yield _number_too_long(name, lineno)
+            first = False
+            continue
         first = False
         yield from _json_records(name, lineno, obj)
 
@@ -158,6 +162,10 @@ def _invalid_json(name: str, line: int, column: int, why: str) -> InputIssue:
 
 def _too_deep(name: str, line: int) -> InputIssue:
     return InputIssue(name, line, None, "JSON is nested too deeply", ERROR)
+
+
+def _number_too_long(name: str, line: int) -> InputIssue:
+    return InputIssue(name, line, None, number_too_long(), ERROR)
 
 
 def _too_long(name: str, line: int, stream: Any, limit: int) -> InputIssue:
@@ -229,6 +237,9 @@ def _read_pretty(name: str, first_line: int, first_raw: bytes, stream: Any) -> I
         except RecursionError:
             yield _too_deep(name, line)
             return
+        except ValueError:
+            yield _number_too_long(name, line)
+            return
         yield from _json_records(name, line, obj)
         line += text.count("\n", pos, stop)
         pos = stop
@@ -261,5 +272,8 @@ def _read_json_lines_in_memory(name: str, first_line: int, lines: List[str]) -> 
             continue
         except RecursionError:
             yield _too_deep(name, lineno)
+            continue
+        except ValueError:
+            yield _number_too_long(name, lineno)
             continue
         yield from _json_records(name, lineno, obj)

@@ -87,8 +87,11 @@ def _attributes(kvs: Any) -> Dict[str, Any]:
     return out
 
 
-def _int(x: Any) -> int:
-    return 0 if x is UNSET else int(x)
+def _time(x: Any) -> int:
+    n = 0 if x is UNSET else int(x)
+    if n >> 64:  # negative or past fixed64: the careful path names it
+        raise ValueError("time out of range")
+    return n
 
 
 def _span_id(raw: str, width: int, zero: str) -> str:
@@ -191,7 +194,7 @@ def _block(spans: List[_Span], resource: Dict[str, Any], scope: str, source: str
                 if e.droppedAttributesCount is not UNSET:
                     event_drops += _dropped(e.droppedAttributesCount)
             events: Sequence[SpanEvent] = [
-                SpanEvent("" if e.name is UNSET else e.name, _int(e.timeUnixNano),
+                SpanEvent("" if e.name is UNSET else e.name, _time(e.timeUnixNano),
                           _attributes(e.attributes) if e.attributes is not UNSET else {})
                 for e in evs]
         else:
@@ -209,6 +212,8 @@ def _block(spans: List[_Span], resource: Dict[str, Any], scope: str, source: str
         rec.start_ns = 0 if t is UNSET else int(t)
         t = s.endTimeUnixNano
         rec.end_ns = 0 if t is UNSET else int(t)
+        if (rec.start_ns | rec.end_ns) >> 64:  # either negative or past fixed64: the careful path names it
+            raise ValueError("time out of range")
         rec.attributes = _attributes(s.attributes) if s.attributes is not UNSET else {}
         rec.status_code = code
         rec.status_message = message

@@ -304,6 +304,10 @@ def make_http_handler(receiver: Receiver) -> type:
                                  f"body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
             except RecursionError:
                 raise _BodyError(400, CODE_INVALID_ARGUMENT, "JSON body is nested too deeply") from None
+            except ValueError:  # after its subclasses above: a number past int()'s digit bound
+                from ..otlp.formats import number_too_long
+
+                raise _BodyError(400, CODE_INVALID_ARGUMENT, f"JSON body: {number_too_long()}") from None
             errors: List[Any] = []
             try:
                 records = records_from_json(obj, source, errors=errors)
