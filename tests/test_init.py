@@ -278,3 +278,24 @@ def test_a_draft_from_hostile_traces_is_written_loads_and_holds_only_its_own_tes
     assert schemas["refund"]["properties"]["n"] == {"type": "integer"}  # no range holds 9...9 (400 digits)
     assert schemas["pay"]["properties"]["n"] == {"type": "number"}  # nor NaN and Infinity
     assert not any(a["type"] == "trace_max_tokens" for test in data["tests"] for a in test.get("assertions", []))
+
+
+def test_a_draft_naming_a_bidi_or_c1_character_escapes_it_and_keeps_the_exact_name(tmp_path: Path) -> None:
+    """fuzz8: PyYAML (allow_unicode) wrote U+202E (right-to-left override: the line shows reordered)
+    and C1 characters raw into the drafted tests, and `init` prints the draft on stdout: span text
+    reached the terminal unescaped. Such a test is now written ASCII-only ("\\u202E" escapes); the
+    tool names read back exactly."""
+    names = ["\u202etool", "pay\x85", "r\u2066efund"]
+    path = tmp_path / "bidi.jsonl"
+    write(path, [[(name, {"order": "ORD-1"}) for name in names], [(names[0], {"order": "ORD-2"})]])
+    out = spanassert("init", "--from-trace", str(path))
+    assert out.returncode == 0, out.stderr
+    unsafe = [c for c in out.stdout if (ord(c) < 32 and c != "\n") or 0x7F <= ord(c) < 0xA0
+              or c in "\u200e\u200f\u2028\u2029" or 0x202A <= ord(c) <= 0x202E or 0x2066 <= ord(c) <= 0x2069]
+    assert unsafe == []
+    assert "\\u202E" in out.stdout
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(out.stdout, encoding="utf-8")
+    config = load_config(rules)
+    tools = {getattr(a, "tool", None) for test in config.tests for a in test.assertions}
+    assert set(names) <= tools

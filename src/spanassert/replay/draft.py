@@ -298,7 +298,7 @@ def draft(episodes: List[EpisodeSeen], sources: Sequence[str], *, enforce: bool 
 
     lines = [
         f"# Drafted by `spanassert init --from-trace` from {len(episodes)} episode(s) in:",
-        *[f"#   {s}" for s in sources[:20]],
+        *[f"#   {escape_control(s)}" for s in sources[:20]],
         *([f"#   ... and {len(sources) - 20} more"] if len(sources) > 20 else []),
         "# Every bound below is what these traces did, with some headroom: review each test before",
         "# relying on it. " + ("The tests are enforced." if enforce else
@@ -315,6 +315,12 @@ def draft(episodes: List[EpisodeSeen], sources: Sequence[str], *, enforce: bool 
         # as YAML (a test of the trace's choosing); the one escaping rule for span text keeps it on the line.
         lines.extend(f"  # {escape_control(c)}" for c in comments)
         dumped = yaml.safe_dump([test], sort_keys=False, allow_unicode=True, width=100, default_flow_style=None)
+        if escape_control(dumped.replace("\n", "")) != dumped.replace("\n", ""):
+            # PyYAML writes bidi controls (U+202E, which reorders how the line is shown) and some C1
+            # characters raw when it may write Unicode; this test names such a tool or key, so it is
+            # written ASCII-only: each of those is then a "\u202E" escape, the value the same.
+            dumped = yaml.safe_dump([test], sort_keys=False, allow_unicode=False, width=100,
+                                    default_flow_style=None)
         lines.extend("  " + line for line in dumped.rstrip("\n").split("\n"))
     return "\n".join(lines) + "\n"
 
