@@ -192,6 +192,37 @@ REFUSALS: List[Refusal] = [
             schema: {type: object, properties: {amount: {type: number, maximum: .nan}}}
         """), frozenset({"E_CFG_SCHEMA"}), "tests[0].assertions[0].schema.properties.amount.maximum",
         ("NaN", "never fails a value")),
+    # fuzz8: found by fuzzing rules files (hostile values in valid files).
+    Refusal("a mapping as a test's severity (was E_INTERNAL: unhashable type)", _test("""
+        severity: {}
+        assertions: [{type: trace_max_steps, max: 1}]
+        """), frozenset({"E_CFG_VALUE"}), "tests[0].severity", ("must be one of critical, error, warning, info",
+                                                                  "use one of: `critical`")),
+    Refusal("a property named `type` whose schema is a string", _test("""
+        assertions:
+          - {type: trace_args_valid, tool: x, schema: {type: object, properties: {type: string}}}
+        """), frozenset({"E_CFG_SCHEMA"}), "tests[0].assertions[0].schema.properties.type",
+        ("`type` must be an object or boolean, not str 'string'",)),
+    Refusal("a 5000-character value in a schema is quoted briefly", _test("""
+        assertions:
+          - {type: trace_args_valid, tool: x, schema: {type: object, required: %s}}
+        """ % ("a" * 5000)), frozenset({"E_CFG_SCHEMA"}), "tests[0].assertions[0].schema.required",
+        ("must be an array, not str 'aaaa", "… (5002 characters)")),
+    Refusal("a 5000-character assertion type is quoted briefly", _test("""
+        assertions:
+          - {type: %s}
+        """ % ("a" * 5000)), frozenset({"E_CFG_UNKNOWN_TYPE"}), "tests[0].assertions[0].type",
+        ("unknown assertion type `%s…`" % ("a" * 59),)),
+    Refusal("a number where text is wanted says to quote it", _test("""
+        assertions:
+          - {type: trace_must_call_tool, tool: 1.0}
+        """), frozenset({"E_CFG_TYPE"}), "tests[0].assertions[0].tool",
+        ("must be a string, not a number", "quote it")),
+    Refusal("a quoted number where an integer is wanted says to drop the quotes", _test("""
+        assertions:
+          - {type: trace_max_steps, max: "3"}
+        """), frozenset({"E_CFG_TYPE"}), "tests[0].assertions[0].max",
+        ("must be an integer, not a string", "a whole number, without quotes")),
 ]
 
 
@@ -206,6 +237,7 @@ def _diagnostics(text: Union[str, bytes], tmp_path: Path) -> List[Diagnostic]:
 @pytest.mark.parametrize("case", REFUSALS, ids=[r.name for r in REFUSALS])
 def test_refusal(case: Refusal, tmp_path: Path) -> None:
     diags = _diagnostics(case.text, tmp_path)
+    assert not [d.format() for d in diags if d.code == "E_INTERNAL"]  # a refusal is never a bug's
     errors = [d for d in diags if d.severity == "error"]
     matching = [d for d in errors if d.code in case.codes]
     assert matching, "expected one of %s, got:\n%s" % (sorted(case.codes), "\n".join(d.format() for d in diags))
@@ -308,3 +340,24 @@ def test_control_characters_from_the_rules_file_are_escaped_in_printed_diagnosti
         assert "test id `\\x1b[2J\\nspanassert: valid\\u2028\\x9b` is already used" in said
         assert not [c for c in said if (ord(c) < 32 and c != "\n") or 0x7f <= ord(c) < 0xa0 or c == "\u2028"]
         assert "\nspanassert: valid" not in said
+
+
+def test_every_error_a_field_check_gives_says_how_to_fix_it() -> None:
+    # fuzz8: of 1,500 fuzzed rules files, 516 E_CFG_TYPE errors had no `fix:` line (what and where,
+    # not how). Every error value_problem words now carries one.
+    from spanassert.config.fields import value_problem
+
+    schemas = [{"type": "string"}, {"type": "integer"}, {"type": ["number", "string"]}, {"type": "array"},
+               {"type": "object"}, {"type": "boolean"}, {"const": 1}, {"type": "array", "minItems": 1},
+               {"type": "string", "pattern": "^x$"}, {"type": "integer", "minimum": 0}, {"enum": ["a", "b"]},
+               {"type": "object", "required": ["k"]}]
+    values = [None, 1, -1, 1.5, "s", "", [], [1], {}, {"a": 1}, True]
+    seen = 0
+    for schema in schemas:
+        for value in values:
+            problem = value_problem(schema, value, "f")
+            if problem is not None:
+                seen += 1
+                code, message, _, hint = problem
+                assert hint, (schema, value, code, message)
+    assert seen > 60

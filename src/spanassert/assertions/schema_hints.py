@@ -80,23 +80,37 @@ def explain_schema_error(exc: Any) -> Tuple[KeyPath, str]:
     path: KeyPath = tuple(exc.absolute_path)
     key = path[-1] if path else None
     value = exc.instance
-    if key == "type" or (len(path) >= 2 and path[-2] == "type"):
+    # `type` is the keyword unless it names a property (`properties: {type: ...}`) or a definition.
+    named = len(path) >= 2 and path[-2] in _NAMING_KEYWORDS
+    in_type_list = len(path) >= 3 and path[-2] == "type" and path[-3] not in _NAMING_KEYWORDS
+    if (key == "type" and not named) or in_type_list:
         wrong = value if isinstance(value, str) else None
         if isinstance(value, list):
             wrong = next((v for v in value if v not in TYPES), None)
         near = close_names(str(wrong), TYPES) if wrong is not None else []
         hint = f"; did you mean `{near[0]}`?" if near else ""
-        return path, (f"`type` must be one of {', '.join(TYPES)} (or a list of them), not {value!r}{hint}")
+        return path, (f"`type` must be one of {', '.join(TYPES)} (or a list of them), not {_shown(value)}{hint}")
     where = f"`{key}`" if isinstance(key, str) else "this schema"
     if exc.validator == "type":
         expected = exc.validator_value if isinstance(exc.validator_value, str) else " or ".join(exc.validator_value)
         article = "an" if str(expected)[:1] in "aeiou" else "a"
-        return path, f"{where} must be {article} {expected}, not {type(value).__name__} {value!r}"
+        return path, f"{where} must be {article} {expected}, not {type(value).__name__} {_shown(value)}"
     if exc.validator == "minimum":
-        return path, f"{where} must be at least {exc.validator_value}, not {value!r}"
+        return path, f"{where} must be at least {exc.validator_value}, not {_shown(value)}"
     if exc.validator == "uniqueItems":
-        return path, f"{where} lists the same item twice: {value!r}"
+        return path, f"{where} lists the same item twice: {_shown(value)}"
     return path, f"{where}: {exc.message}"
+
+
+# Keywords whose keys are names chosen by the schema's author (a property may be called `type`).
+_NAMING_KEYWORDS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters: the value comes from the rules file and may be
+    a 1 MiB string."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 1]}… ({len(text)} characters)"
 
 
 def describe(path: KeyPath) -> Optional[str]:

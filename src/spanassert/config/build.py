@@ -163,7 +163,8 @@ class AssertionBuilder:
                 hint = "known types: " + ", ".join(known)
             if known:
                 hint += " (`spanassert schema` lists every type with its fields)"
-            self.report.error(codes.E_CFG_UNKNOWN_TYPE, f"unknown {what} type `{type_name}`", (*path, "type"),
+            shown = str(type_name) if len(str(type_name)) <= 60 else f"{str(type_name)[:59]}…"
+            self.report.error(codes.E_CFG_UNKNOWN_TYPE, f"unknown {what} type `{shown}`", (*path, "type"),
                               hint=hint)
             return None
         cls = registry[type_name]

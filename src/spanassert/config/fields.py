@@ -55,6 +55,19 @@ def _expected_types(schema: Mapping[str, Any]) -> str:
     return " or ".join(words.get(str(n), str(n)) for n in names)
 
 
+# How to write a value of each JSON type in YAML: the fix of a type error.
+_TYPE_FIXES = {"string": "text (quote it, e.g. \"1.0\", if YAML would read it as a number, boolean or date)",
+               "integer": "a whole number, without quotes", "number": "a number, without quotes",
+               "boolean": "`true` or `false`", "array": "a list: `[a, b]` or one `- item` per line",
+               "object": "a mapping: `key: value` lines (or `{key: value}`)", "null": "`null`"}
+
+
+def _type_hint(schema: Mapping[str, Any]) -> str:
+    t = schema.get("type")
+    names = t if isinstance(t, list) else [t]
+    return "write " + ", or ".join(_TYPE_FIXES.get(str(n), str(n)) for n in names)
+
+
 _SIMPLE_TYPES = {"string": str, "boolean": bool, "array": list, "object": dict}
 _SIMPLE_KEYS = frozenset({"type", "minLength", "minimum", "enum", "const"})
 
@@ -105,7 +118,7 @@ def value_problem(schema: Mapping[str, Any], value: Any, label: str) -> Optional
     hint: Optional[str] = None
     if kw == "type":
         return (codes.E_CFG_TYPE, f"{where} must be {_expected_types(err.schema)}, not {kind_of(err.instance)}",
-                sub, None)
+                sub, _type_hint(err.schema))
     if kw == "enum":
         allowed = [str(b) for b in bound]
         guess = did_you_mean(str(err.instance), allowed) if isinstance(err.instance, str) else None
@@ -117,7 +130,8 @@ def value_problem(schema: Mapping[str, Any], value: Any, label: str) -> Optional
         return (codes.E_CFG_VALUE, f"{where} must be one of {', '.join(allowed)}; got {short(err.instance)}",
                 sub, hint)
     if kw == "const":
-        return (codes.E_CFG_VALUE, f"{where} must be {short(bound)}; got {short(err.instance)}", sub, None)
+        return (codes.E_CFG_VALUE, f"{where} must be {short(bound)}; got {short(err.instance)}", sub,
+                f"write {short(bound)}, or remove the key")
     if kw == "required":
         missing = [k for k in bound if isinstance(err.instance, dict) and k not in err.instance]
         return (codes.E_CFG_REQUIRED, f"{where} is missing required key(s): {', '.join(missing)}", sub,
@@ -130,11 +144,13 @@ def value_problem(schema: Mapping[str, Any], value: Any, label: str) -> Optional
             return (codes.E_CFG_UNKNOWN_KEY, f"{where} has unknown key(s): {', '.join(map(str, extra))}", sub,
                     f"did you mean `{guess}`?" if guess else "allowed keys: " + ", ".join(sorted(props)))
     if kw in ("minItems", "minLength", "minProperties") and bound == 1:
-        return (codes.E_CFG_VALUE, f"{where} must not be empty", sub, None)
+        return (codes.E_CFG_VALUE, f"{where} must not be empty", sub, "give it a value, or remove the key")
     if kw == "pattern":
-        return (codes.E_CFG_VALUE, f"{where} must match the pattern {bound}; got {short(err.instance)}", sub, None)
+        return (codes.E_CFG_VALUE, f"{where} must match the pattern {bound}; got {short(err.instance)}", sub,
+                "write a value of that form (`spanassert schema` prints the schema of every field)")
     message = err.message if len(err.message) <= 200 else err.message[:199] + "…"
-    return (codes.E_CFG_VALUE, f"{where}: {message}", sub, None)
+    return (codes.E_CFG_VALUE, f"{where}: {message}", sub,
+            "see the field in docs/rules.md (`spanassert schema` prints the schema of every field)")
 
 
 def _no(_: Any) -> bool:

@@ -343,8 +343,11 @@ class _Loader(AssertionBuilder):
         if not isinstance(test_id, str) or not test_id:
             return None  # reported by check_mapping
         match = self.load_match(value.get("match"), (*path, "match")) if "match" in value else None
-        severity = Severity(value["severity"]) if value.get("severity") in Severity._value2member_map_ \
-            else Severity.ERROR
+        # A mapping or list given as the severity is reported by check_mapping; it must not reach the
+        # enum's lookup table (unhashable: an internal error in place of that diagnostic).
+        raw_severity = value.get("severity")
+        severity = Severity(raw_severity) if isinstance(raw_severity, str) \
+            and raw_severity in Severity._value2member_map_ else Severity.ERROR
         checks: List[Assertion] = []
         unit_results: List[Tuple[Assertion, Outcome]] = []
         if "expected" in value:
