@@ -32,6 +32,57 @@ def test_key_order_and_whitespace_do_not_make_calls_different_but_values_do() ->
     assert drive(NO_CYCLES, different).verdict is Verdict.PASSED
 
 
+EQUAL_VALUES = {
+    "an integer and a number with a zero fraction": ('{"q": 1}', '{"q": 1.0}'),
+    "an exponent": ('{"q": 1}', '{"q": 1e0}'),
+    "a large number written with an exponent": ('{"q": 100000000000000000000}', '{"q": 1E20}'),
+    "negative zero": ('{"q": 0}', '{"q": -0.0}'),
+    "nested, in an array": ('{"q": [1, {"r": 2}]}', '{"q": [1.0, {"r": 2.00}]}'),
+    "key order": ('{"a": 1, "b": 2}', '{"b": 2, "a": 1}'),
+    "a composed and a decomposed string": ('{"q": "caf\u00e9"}', '{"q": "cafe\u0301"}'),
+    "a composed and a decomposed key": ('{"caf\u00e9": 1}', '{"cafe\u0301": 1}'),
+    "escaped and unescaped non-ASCII": ('{"q": "caf\u00e9"}', '{"q": "café"}'),
+    "unescaped composed and decomposed": ('{"q": "café"}', '{"q": "café"}'),
+    "a bare number argument": ('2', '2.0'),
+}
+
+
+@pytest.mark.parametrize("case", list(EQUAL_VALUES))
+def test_arguments_that_are_equal_values_are_the_same_call(case: str) -> None:
+    first, second = EQUAL_VALUES[case]
+    run = drive(NO_CYCLES, [ok("a", first), ok("a", second), ok("a", second)])
+    assert run.verdict is Verdict.FAILED, case
+    assert [(r.phase, r.position) for r in run.failures] == [("end", 2)]
+    run = drive(dict(NO_CYCLES, window=3), [ok("a", first), ok("a", second), ok("a", first)])
+    assert run.verdict is Verdict.FAILED, case
+    run = drive(dict(NO_CYCLES, window=100), [ok("a", first), ok("a", second), ok("a", first)])
+    assert run.verdict is Verdict.FAILED, case
+
+
+def test_values_that_only_look_alike_stay_different_calls() -> None:
+    different = [ok("a", '{"q": 1}'), ok("a", '{"q": 1.5}'), ok("a", '{"q": true}'), ok("a", '{"q": "1"}'),
+                 ok("a", '{"q": "1.0"}'), ok("a", '{"q": [1]}'), ok("a", '{"Q": 1}'), ok("a", '{"q": 1, "r": null}'),
+                 ok("a", '{"q": "v1.0"}'), ok("a", '{"q": "V1.0"}'), ok("é", '{"q": 1}'), ok("é", '{"q": 1}'),
+                 ok("a", '{"q": 1e-5}'), ok("a", '{"q": 0.00002}')]
+    spec = dict(NO_CYCLES, max=1)
+    assert drive(spec, different).verdict is Verdict.PASSED
+    assert drive(spec, different + [ok("a", '{"q":1.00}')]).verdict is Verdict.FAILED
+    # One key written in both forms in one object: both values are kept, in either order.
+    both = '{"caf\u00e9": 1, "cafe\u0301": 2}'
+    swapped = '{"caf\u00e9": 2, "cafe\u0301": 1}'
+    assert drive(spec, [ok("a", both), ok("a", swapped)]).verdict is Verdict.FAILED
+    assert drive(spec, [ok("a", both), ok("a", '{"caf\u00e9": 1}')]).verdict is Verdict.PASSED
+
+
+def test_arguments_too_deep_to_compare_as_values_make_a_pass_inconclusive() -> None:
+    deep = "[" * 70 + "1.0" + "]" * 70
+    run = drive(NO_CYCLES, [ok("a", deep), ok("a", '{"q": 1}')])
+    assert run.verdict is Verdict.INCONCLUSIVE
+    assert "nested too deeply" in run.outcome.message
+    shallow = "[" * 60 + "1" + "]" * 60
+    assert drive(NO_CYCLES, [ok("a", shallow)] * 3).verdict is Verdict.FAILED
+
+
 def test_window_counts_only_recent_calls() -> None:
     spec = dict(NO_CYCLES, window=4)
     spread = [ok("a", {"q": 1}), ok("b", {}), ok("c", {}), ok("a", {"q": 1}), ok("d", {}), ok("e", {}), ok("a", {"q": 1})]
@@ -165,11 +216,11 @@ def test_repeats_and_cycles_are_reported_where_a_naive_count_over_the_whole_list
        maximum=st.integers(1, 3), window=st.sampled_from([None, 2, 3, 5, 64, 65]), buckets=st.integers(1, 4))
 def test_calls_whose_keys_collide_can_only_make_the_rule_fail_never_pass(
         calls: List[Tuple[str, int]], maximum: int, window: Optional[int], buckets: int) -> None:
-    """trace_no_repeat counts 64-bit keyed hashes (values.canonical_key), not the values: two different
+    """trace_no_repeat counts 64-bit keyed hashes (values.call_key), not the values: two different
     calls may share a key. Forcing keys to collide (a few buckets: the rule's key_of) never removes a
     failure: wherever the exact keys fail the rule, the colliding ones fail it at that call or earlier."""
     from spanassert.assertions import loops
-    from spanassert.assertions.values import canonical_bytes, canonical_key
+    from spanassert.assertions.values import call_key, canonical_bytes
 
     spec: Dict[str, Any] = {"type": "trace_no_repeat", "max": maximum, "cycle_length": 0}
     if window is not None:
@@ -178,10 +229,10 @@ def test_calls_whose_keys_collide_can_only_make_the_rule_fail_never_pass(
         spec["window"] = window
     episode = [ok(n, {"q": a}) for n, a in calls]
     rule = build(spec)
-    assert rule.key_of is canonical_key  # type: ignore[attr-defined]  # a NoRepeatAssertion
+    assert rule.key_of is call_key  # type: ignore[attr-defined]  # a NoRepeatAssertion
     exact = drive(rule, episode)
     rule = build(spec)
-    rule.key_of = lambda v: bytes([sum(canonical_bytes(v)) % buckets]) * loops._DIGEST_SIZE  # type: ignore[attr-defined]
+    rule.key_of = lambda n, a: bytes([sum(canonical_bytes([n, a])) % buckets]) * loops._DIGEST_SIZE  # type: ignore[attr-defined]
     coarse = drive(rule, episode)
     if buckets == 1 and len(episode) > maximum:
         assert coarse.verdict == Verdict.FAILED  # one key for every call: the rule counts by key_of

@@ -26,6 +26,7 @@ RULES = {
     "pii": "{type: trace_no_sensitive_data, detectors: [credit_card, secrets, email]}",
     "flow": "{type: trace_no_flow, from: {tool: lookup}, to: {tool: send}, min_length: 8}",
     "flow-path": "{type: trace_no_flow, from: {tool: lookup, path: contact}, to: {tool: send}, min_length: 8}",
+    "repeat": "{type: trace_no_repeat, max: 1, cycle_length: 0}",
 }
 
 CARD = "4111 1111 1111 1111"
@@ -64,6 +65,16 @@ CASES: Dict[str, Tuple[str, List[Call], str]] = {
     "path into a source result encoded twice": (
         "flow-path", _lookup_then_send(json.dumps(json.dumps({"contact": MAIL})), {"to": MAIL}), "failed"),
     "path into a text result": ("flow-path", _lookup_then_send("contact: " + MAIL, {"to": MAIL}), "inconclusive"),
+    # Loops: the same arguments written another way (a number with a zero fraction or an exponent,
+    # negative zero, a string in Unicode's decomposed form, escaped non-ASCII) are the same call.
+    "repeat with a zero fraction": ("repeat", [("search", '{"q": 1}', None), ("search", '{"q": 1.0}', None)], "failed"),
+    "repeat with an exponent": ("repeat", [("search", '{"q": 1}', None), ("search", '{"q": 1e0}', None)], "failed"),
+    "repeat with negative zero": ("repeat", [("search", '{"q": 0}', None), ("search", '{"q": -0.0}', None)], "failed"),
+    "repeat in decomposed form": (
+        "repeat", [("search", '{"q": "caf\u00e9"}', None), ("search", '{"q": "cafe\u0301"}', None)], "failed"),
+    "repeat with escaped non-ASCII and key order": (
+        "repeat", [("search", '{"q": "caf\u00e9", "n": 2}', None), ("search", '{"n": 2, "q": "café"}', None)],
+        "failed"),
 }
 
 

@@ -2,10 +2,11 @@
 
 Two ways an agent goes round in circles, both judged incrementally:
 
-- *repeats*: the same tool with the same arguments (compared as canonical JSON: key order and
-  whitespace do not matter) more than ``max`` times in the episode, or within any ``window``
+- *repeats*: the same tool with the same arguments (compared as values: key order, whitespace,
+  escapes, ``1`` / ``1.0`` / ``1e0``, ``0`` / ``-0.0`` and the Unicode normal form of strings do not
+  matter; :func:`~.values.equal_value`) more than ``max`` times in the episode, or within any ``window``
   consecutive calls. Judged when a call's arguments are known (its span end), in that order, and
-  failed at the call that goes over. State: a 64-bit keyed hash (:func:`~.values.canonical_key`)
+  failed at the call that goes over. State: a 64-bit keyed hash (:func:`~.values.call_key`)
   and a count per distinct call, at most :data:`MAX_DISTINCT_CALLS` of them (episode-wide) or
   ``window`` of them (windowed); past the cap new calls are not counted, and a pass becomes
   ``inconclusive``.
@@ -26,14 +27,14 @@ from .call_checks import NO_FACTS, RareFactsHolder, call_ref, calls_of, fail_fir
 from .registry import register
 from .selectors import tool_fields, tool_selector
 from .steps import UNREACHABLE_BOUND, unreachable
-from .values import canonical_key
+from .values import call_key
 
 # Distinct (tool, arguments) pairs remembered per episode when no window is set.
 MAX_DISTINCT_CALLS = 4096
 MAX_WINDOW = 10_000
 MAX_CYCLE_LENGTH = 8
 _SMALL = 64  # windows up to this many calls are packed in one bytearray
-_DIGEST_SIZE = 8  # bytes of a canonical_key
+_DIGEST_SIZE = 8  # bytes of a call_key
 
 
 def _ordinal(n: int) -> str:
@@ -89,7 +90,8 @@ def _occurrences(packed: bytearray, key: bytes, end: int) -> int:
 class NoRepeatAssertion(Assertion):
     type_name = "trace_no_repeat"
     doc = (
-        "Loops. The same tool with the same arguments (canonical JSON) may occur at most `max` times in "
+        "Loops. The same tool with the same arguments (equal JSON values: key order, spacing, escapes, `1` or "
+        "`1.0`, and the Unicode normal form of strings do not matter) may occur at most `max` times in "
         "the episode, or within any `window` consecutive calls when `window` is given; and no pattern "
         "of 2 to `cycle_length` tool names (A-B-A-B...) may repeat back to back more than `max` times. "
         "A safety rule: both are judged in the order calls end; a repeat fails at the call that goes over, "
@@ -125,9 +127,9 @@ class NoRepeatAssertion(Assertion):
         self._periods = tuple(range(2, self.cycle_length + 1))
         self.select_calls(selector)
         self.needs = frozenset((NEED_ARGUMENTS,))
-        # What a call is counted by: values.canonical_key of (tool, arguments). An attribute so that a
+        # What a call is counted by: values.call_key of (tool, arguments). An attribute so that a
         # test can give colliding keys (tests/test_assertions_loops.py); the product never changes it.
-        self.key_of: Callable[[Any], bytes] = canonical_key
+        self.key_of: Callable[[str, Any], Optional[bytes]] = call_key
 
     def ineffective_reason(self) -> Optional[str]:
         why = unreachable(self.max)
@@ -203,8 +205,11 @@ class NoRepeatAssertion(Assertion):
         if call.arguments_state != CONTENT_OK:
             state.undecided += 1
             return None
+        key = self.key_of(call.name, call.arguments)
+        if key is None:  # nested too deeply to compare as values
+            state.undecided += 1
+            return None
         state.checked += 1
-        key = self.key_of([call.name, call.arguments])
         recent = state.recent
         if isinstance(recent, bytearray):
             # The ring's places in use hold the digests of the last min(checked, window) calls.
@@ -265,7 +270,8 @@ class NoRepeatAssertion(Assertion):
             )
         if facts.undecided:
             return Outcome.inconclusive(
-                f"{facts.undecided} of the {subject} had arguments that were not recorded or could not be parsed, "
+                f"{facts.undecided} of the {subject} had arguments that were not recorded, could not be parsed or were "
+                "nested too deeply to compare, "
                 "so whether they repeat an earlier call is unknown"
             )
         if state.open:

@@ -11,6 +11,7 @@ import hashlib
 import json
 import re
 import struct
+import unicodedata
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ..core.toolcall import CONTENT_OK, decode_content
@@ -92,14 +93,88 @@ def canonical_bytes(value: Any) -> bytes:
 _pack_key = struct.Struct("<q").pack
 
 
-def canonical_key(value: Any) -> bytes:
-    """Eight bytes per value, equal for values whose :func:`canonical_bytes` are equal: Python's
-    own hash of them (SipHash, keyed at random per process), what ``trace_no_repeat`` counts
-    instead of recorded values. Two different values share a key about once in 2**64 pairs (under
-    one in 10**12 for the 4,096 distinct calls an episode counts at most); a rule that counts keys
-    then counts them as one call, which can make it fail, never pass. About a fifth of the cost of
-    a 128-bit blake2b digest of the same bytes, and half its size in the rule's state."""
-    return _pack_key(hash(canonical_bytes(value)))
+# Where the canonical bytes of a value may hold a float with no fraction (msgspec writes them
+# `1.0`, `-0.0`, `1e16`, `1.5e20`: a positive exponent is written only from 1e16 on, which is
+# integral) or a non-ASCII string. Also found inside strings (`v1.0`, `ab1e5`): that only costs the
+# slow path (:func:`equal_value`), whose result is the same for every text of one value.
+_MAY_NEED_NORMAL = re.compile(rb"\.0(?![0-9])|[0-9]e[0-9]")
+
+
+def _normal_str(text: str) -> str:
+    return text if text.isascii() else unicodedata.normalize("NFC", text)
+
+
+def equal_value(value: Any) -> Any:
+    """``value`` with every number that equals an integer written as that integer (``1.0``,
+    ``1e0`` and ``-0.0`` are ``1``, ``1`` and ``0``) and every string and object key in Unicode
+    normal form C (``"é"`` composed or decomposed): values a person reads as equal become equal
+    Python values, with equal :func:`canonical_bytes`. Key order and the text's spelling
+    (whitespace, escapes) are gone with decoding already. Object keys that become equal (the same
+    key in two forms in one object) keep both values, under that key, sorted by their canonical
+    bytes and marked by a lone surrogate (which a JSON text can carry too: such a value may then
+    equal it, which can make ``trace_no_repeat`` fail, never pass). None for a value nested deeper
+    than MAX_DEPTH (as :class:`Walk`, the caller is told: whether it equals another is unknown)."""
+    try:
+        return _equal_value(value, 0)
+    except _TooDeep:
+        return None
+
+
+class _TooDeep(Exception):
+    pass
+
+
+_DUPLICATE_MARK = chr(0xDC00)  # a lone surrogate (written so: a compiled module's constants are UTF-8)
+
+
+def _equal_value(value: Any, depth: int) -> Any:
+    t = type(value)
+    if t is float:
+        if value.is_integer():
+            return int(value)
+        return value
+    if t is str:
+        return _normal_str(value)
+    if depth >= MAX_DEPTH:
+        raise _TooDeep()
+    if t is dict or isinstance(value, dict):
+        out: Dict[Any, Any] = {}
+        merged: Optional[Dict[Any, List[Any]]] = None
+        for k, v in value.items():
+            nk = _normal_str(k) if type(k) is str else k
+            nv = _equal_value(v, depth + 1)
+            if nk in out:
+                if merged is None:
+                    merged = {}
+                if nk not in merged:
+                    merged[nk] = [out[nk]]
+                merged[nk].append(nv)
+            else:
+                out[nk] = nv
+        if merged is not None:
+            for nk, vs in merged.items():
+                out[nk] = [_DUPLICATE_MARK, sorted(vs, key=canonical_bytes)]
+        return out
+    if t is list or t is tuple or isinstance(value, (list, tuple)):
+        return [_equal_value(v, depth + 1) for v in value]
+    return value
+
+
+def call_key(name: str, arguments: Any) -> Optional[bytes]:
+    """What ``trace_no_repeat`` counts a call by: eight bytes, equal for calls of one tool (its
+    exact name) whose arguments are equal values (:func:`equal_value`), from Python's own hash
+    (SipHash, keyed at random per process) of the name and the arguments' canonical bytes. Two
+    different calls share a key about once in 2**64 pairs, which can make the rule fail, never
+    pass. The arguments are made equal values only when their canonical bytes may hold a number
+    with no fraction or a non-ASCII string: most arguments are encoded once. None when they are
+    nested too deeply to be made equal values (:func:`equal_value`)."""
+    out = canonical_bytes(arguments)
+    if not out.isascii() or _MAY_NEED_NORMAL.search(out) is not None:
+        value = equal_value(arguments)
+        if value is None and arguments is not None:
+            return None
+        out = canonical_bytes(value)
+    return _pack_key(hash((name, out)))
 
 
 def parse_path(path: Optional[str]) -> Tuple[str, ...]:
@@ -250,7 +325,8 @@ __all__ = [
     "Walk",
     "json_inside",
     "canonical_json",
-    "canonical_key",
+    "call_key",
+    "equal_value",
     "canonical_bytes",
     "digest",
     "parse_path",
