@@ -7,17 +7,17 @@ failure depends on that call alone (serve checks it on arrival). State: the firs
 """
 from __future__ import annotations
 
-from typing import Any, Dict, FrozenSet, Optional, Pattern
+from typing import Any, Dict, Final, FrozenSet, Optional, Pattern
 
 from ..core.model import EpisodeView, Failure, Outcome, ToolCall
 from .base import Assertion, BuildContext, Field
 from .call_checks import call_ref, settled
 from .registry import register
 
-_MAX_NAMES_KNOWN = 4096  # tool names whose verdict one rule remembers
+_MAX_NAMES_KNOWN: Final = 4096  # tool names whose verdict one rule remembers
 
 # Names a pattern is tried on to tell whether it admits every tool (then the rule cannot fail).
-_PROBE_NAMES = ("", "a", "Z", "0", "delete_database", "rm -rf /", "Ω.tool/x:y", "x" * 257)
+_PROBE_NAMES: Final = ("", "a", "Z", "0", "delete_database", "rm -rf /", "Ω.tool/x:y", "x" * 257)
 
 
 class OnlyToolsState:

@@ -24,21 +24,21 @@ than allow/deny); a policy that enforces nothing (``allow: ["*"]`` alone).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, Final, List, Mapping, Optional
 
 from .base import BuildContext
 
-E_CFG_POLICY = "E_CFG_POLICY"
-E_CFG_VACUOUS = "E_CFG_VACUOUS"
-W_CFG_NO_EFFECT = "W_CFG_NO_EFFECT"
+E_CFG_POLICY: Final = "E_CFG_POLICY"
+E_CFG_VACUOUS: Final = "E_CFG_VACUOUS"
+W_CFG_NO_EFFECT: Final = "W_CFG_NO_EFFECT"
 
 NOT_ENFORCED = ("constraints", "limits", "signatures", "tool_pins", "discovery", "runtime_monitor", "kill_switch")
 _TOOLS_KEYS = ("allow", "deny", "allow_classes", "deny_classes", "approval_required", "approval_required_classes",
                "restrict_scope", "restrict_scope_classes", "restrict_scope_contract", "redact_args",
                "redact_args_classes", "redact_args_contract")
 # Keys of a structured policy this check reads (or knows it may ignore: `name` is a label).
-_READ = frozenset({"version", "name", "allow", "deny", "tools", "schemas", "enforcement"})
-UNCONSTRAINED_MODES = ("warn", "deny", "allow")
+_READ: Final = frozenset({"version", "name", "allow", "deny", "tools", "schemas", "enforcement"})
+UNCONSTRAINED_MODES: Final = ("warn", "deny", "allow")
 
 
 def is_structured(policy: Any) -> bool:
@@ -101,7 +101,7 @@ class ToolPolicy:
         return None
 
 
-_ABSENT = object()
+_ABSENT: Final = object()
 
 
 def _strings(value: Any, what: str, ctx: BuildContext, field: str) -> Optional[List[str]]:

@@ -28,7 +28,7 @@ import hashlib
 import hmac
 import json
 import re
-from typing import Any, ClassVar, Dict, FrozenSet, List, Mapping, Optional, Pattern, Tuple
+from typing import Any, ClassVar, Dict, Final, FrozenSet, List, Mapping, Optional, Pattern, Tuple
 
 from ..core.model import MISSING, EpisodeView, Failure, ModelStep, Outcome, ToolCall, Verdict
 from ..core.native import mypyc_attr
@@ -36,19 +36,19 @@ from .regex_risk import W_CFG_REGEX_BACKTRACKING, backtracking_risk
 
 # What an assertion may need from a call or an episode. When a rule needs data the instrumentation
 # did not record, it is inconclusive, never passed.
-NEED_ARGUMENTS = "arguments"
-NEED_RESULT = "result"
-NEED_STATUS = "status"
-NEED_DURATION = "duration"
-NEED_STEPS = "steps"
-NEED_FINAL_OUTPUT = "final_output"
+NEED_ARGUMENTS: Final = "arguments"
+NEED_RESULT: Final = "result"
+NEED_STATUS: Final = "status"
+NEED_DURATION: Final = "duration"
+NEED_STEPS: Final = "steps"
+NEED_FINAL_OUTPUT: Final = "final_output"
 
-EVIDENCE_NONE = "none"
-EVIDENCE_ARGUMENTS = "arguments"
-EVIDENCE_RESULT = "result"
-EVIDENCE_ALL = "all"
+EVIDENCE_NONE: Final = "none"
+EVIDENCE_ARGUMENTS: Final = "arguments"
+EVIDENCE_RESULT: Final = "result"
+EVIDENCE_ALL: Final = "all"
 
-EVIDENCE_MAX_CHARS = 120
+EVIDENCE_MAX_CHARS: Final = 120
 
 
 class Field:
@@ -72,7 +72,7 @@ class Field:
 
 
 # Keys every assertion accepts in addition to its own fields.
-COMMON_FIELDS: Dict[str, Field] = {
+COMMON_FIELDS: Final[Dict[str, Field]] = {
     "id": Field({"type": "string", "minLength": 1}, doc="A name for this assertion in reports."),
     "evidence": Field(
         {"enum": [EVIDENCE_NONE, EVIDENCE_ARGUMENTS, EVIDENCE_RESULT, EVIDENCE_ALL]},
@@ -82,9 +82,9 @@ COMMON_FIELDS: Dict[str, Field] = {
 }
 
 
-E_CFG_SCHEMA_REF = "E_CFG_SCHEMA_REF"
+E_CFG_SCHEMA_REF: Final = "E_CFG_SCHEMA_REF"
 # Keywords of drafts 2019-09 / 2020-12 that Draft 7 does not know.
-_MODERN_KEYWORDS = frozenset({
+_MODERN_KEYWORDS: Final = frozenset({
     "$defs", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "$vocabulary",
     "prefixItems", "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",
     "minContains", "maxContains", "contentSchema",

@@ -14,7 +14,7 @@ State: a few numbers.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Final, Optional, Tuple
 
 from ..core.durations import format_seconds, parse_duration
 from ..core.model import EpisodeView, Failure, ModelStep, Outcome, ToolCall
@@ -23,9 +23,9 @@ from .call_checks import DURATION_SCHEMA, settled, within_bound
 from .registry import register
 from .steps import unreachable
 
-TOKEN_KINDS = ("input", "output", "total")
+TOKEN_KINDS: Final = ("input", "output", "total")
 
-_PRICE_SCHEMA: Dict[str, Any] = {
+_PRICE_SCHEMA: Final[Dict[str, Any]] = {
     "type": "object",
     "properties": {
         "input": {"type": "number", "minimum": 0},

@@ -11,7 +11,7 @@ JSON Schema (:func:`schema_failure`).
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Final, Optional
 
 from ..core.durations import DURATION_PATTERN, format_seconds, parse_duration
 from ..core.model import CONTENT_OK, STATUS_ERROR, STATUS_UNKNOWN, EpisodeView, Failure, Outcome, ToolCall
@@ -42,7 +42,7 @@ def call_errored(call: ToolCall) -> bool:
 
 # Why a call's status cannot be read (see core.toolcall.call_status): a rule that reads it is
 # inconclusive for that call, never "no error".
-UNKNOWN_STATUS = "its span status code is none of OTLP's UNSET (0), OK (1), ERROR (2)"
+UNKNOWN_STATUS: Final = "its span status code is none of OTLP's UNSET (0), OK (1), ERROR (2)"
 
 
 def status_unknown(call: ToolCall) -> bool:
@@ -77,7 +77,7 @@ def within_bound(over: bool, seen: str, episode: EpisodeView) -> Outcome:
     return Outcome.failed(seen) if over else settled(seen, episode)
 
 
-DURATION_SCHEMA: Dict[str, Any] = {
+DURATION_SCHEMA: Final[Dict[str, Any]] = {
     "oneOf": [
         {"type": "number", "minimum": 0},
         {"type": "string", "pattern": DURATION_PATTERN},
@@ -109,7 +109,7 @@ class RareFacts:
         self.unknown_sinks = 0
 
 
-NO_FACTS = RareFacts()  # what a close reads for a state without a side record (never written)
+NO_FACTS: Final = RareFacts()  # what a close reads for a state without a side record (never written)
 
 
 class RareFactsHolder:

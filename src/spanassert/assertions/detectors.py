@@ -20,7 +20,7 @@ import base64
 import json
 import re
 import unicodedata
-from typing import Callable, Dict, Iterable, List, Optional, Pattern, Set, Tuple
+from typing import Callable, Dict, Final, Iterable, List, Optional, Pattern, Set, Tuple
 
 
 class Cue:
@@ -74,10 +74,10 @@ def _random_body(body: str, *, upper: bool = False) -> bool:
 
 
 # -- secrets ----------------------------------------------------------------------------------------
-_AWS_ID = r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA|AIPA|ANPA|ANVA|AGPA)[A-Z0-9]{16}(?![A-Za-z0-9])"
-_AWS_SECRET = r"(?i:aws_?secret_?access_?key)[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
-_GOOGLE = r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"
-_AZURE = r"AccountKey=([A-Za-z0-9+/]{86}==)"
+_AWS_ID: Final = r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA|AIPA|ANPA|ANVA|AGPA)[A-Z0-9]{16}(?![A-Za-z0-9])"
+_AWS_SECRET: Final = r"(?i:aws_?secret_?access_?key)[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
+_GOOGLE: Final = r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"
+_AZURE: Final = r"AccountKey=([A-Za-z0-9+/]{86}==)"
 
 
 def _cloud_check(m: re.Match[str]) -> bool:
@@ -85,9 +85,9 @@ def _cloud_check(m: re.Match[str]) -> bool:
     return _random_body(body)
 
 
-_PRIVATE_KEY = r"-----BEGIN (?:[A-Z0-9]{1,16} ){0,3}PRIVATE KEY(?: BLOCK)?-----"
+_PRIVATE_KEY: Final = r"-----BEGIN (?:[A-Z0-9]{1,16} ){0,3}PRIVATE KEY(?: BLOCK)?-----"
 
-_JWT = (r"(?<![A-Za-z0-9_-])(eyJ[A-Za-z0-9_-]{5,4096})\.(eyJ[A-Za-z0-9_-]{5,16384})\.([A-Za-z0-9_-]{10,4096})"
+_JWT: Final = (r"(?<![A-Za-z0-9_-])(eyJ[A-Za-z0-9_-]{5,4096})\.(eyJ[A-Za-z0-9_-]{5,16384})\.([A-Za-z0-9_-]{10,4096})"
         r"(?![A-Za-z0-9_-])")
 
 
@@ -105,14 +105,14 @@ def _jwt_check(m: re.Match[str]) -> bool:
     return isinstance(header, dict) and "alg" in header and isinstance(_b64json(m.group(2)), dict)
 
 
-_BEARER = r"(?<![A-Za-z0-9])[Bb]earer\s{1,4}([A-Za-z0-9._~+/-]{20,4096}=*)"
+_BEARER: Final = r"(?<![A-Za-z0-9])[Bb]earer\s{1,4}([A-Za-z0-9._~+/-]{20,4096}=*)"
 
 
 def _bearer_check(m: re.Match[str]) -> bool:
     return _random_body(m.group(1))
 
 
-_MODEL_KEYS = (
+_MODEL_KEYS: Final = (
     r"(?<![A-Za-z0-9_-])sk-(?:proj-|svcacct-|admin-)?([A-Za-z0-9_-]{32,512})(?![A-Za-z0-9_-])",  # OpenAI
     r"(?<![A-Za-z0-9_-])sk-ant-[a-z]{2,8}\d{2}-([A-Za-z0-9_-]{40,512})(?![A-Za-z0-9_-])",  # Anthropic
     r"(?<![A-Za-z0-9_])gsk_([A-Za-z0-9]{40,64})(?![A-Za-z0-9])",  # Groq
@@ -128,7 +128,7 @@ def _model_key_check(m: re.Match[str]) -> bool:
 
 
 # -- personal data ----------------------------------------------------------------------------------
-_CARD = r"(?<![\d.,-])(\d(?:[ -]?\d){11,18})(?!\d|[.,-]\d)"
+_CARD: Final = r"(?<![\d.,-])(\d(?:[ -]?\d){11,18})(?!\d|[.,-]\d)"
 
 
 def luhn_ok(digits: str) -> bool:
@@ -184,7 +184,7 @@ def _card_check(m: re.Match[str]) -> bool:
 
 
 # ISO 13616 registry: country -> IBAN length.
-IBAN_LENGTHS: Dict[str, int] = {
+IBAN_LENGTHS: Final[Dict[str, int]] = {
     "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22, "BR": 29,
     "BY": 28, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DK": 18, "DO": 28, "EE": 20, "EG": 29,
     "ES": 24, "FI": 18, "FO": 18, "FR": 27, "GB": 22, "GE": 22, "GI": 23, "GL": 18, "GR": 27, "GT": 28,
@@ -194,7 +194,7 @@ IBAN_LENGTHS: Dict[str, int] = {
     "QA": 29, "RO": 24, "RS": 22, "SA": 24, "SC": 31, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "ST": 25,
     "SV": 28, "TL": 23, "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20,
 }
-_IBAN = r"(?<![A-Za-z0-9])([A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30})"
+_IBAN: Final = r"(?<![A-Za-z0-9])([A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30})"
 
 
 def iban_ok(compact: str) -> bool:
@@ -223,7 +223,7 @@ def _iban_check(m: re.Match[str]) -> bool:
     return False
 
 
-_EMAIL_LOCAL = re.compile(r"[A-Za-z0-9._%+-]{1,64}$")
+_EMAIL_LOCAL: Final = re.compile(r"[A-Za-z0-9._%+-]{1,64}$")
 _EMAIL_DOMAIN = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,8}[A-Za-z]{2,24}(?![A-Za-z0-9-])")
 
 
@@ -241,8 +241,8 @@ class _EmailDetector(Detector):
         return False
 
 
-_PHONE_INTL = r"(?<![\w+])\+([1-9][\d ().-]{6,22}\d)(?!\d)"
-_PHONE_NANP = (
+_PHONE_INTL: Final = r"(?<![\w+])\+([1-9][\d ().-]{6,22}\d)(?!\d)"
+_PHONE_NANP: Final = (
     r"(?<![\w.-])([2-9]\d{2})([-. ])[2-9]\d{2}\2\d{4}(?![\d-]|\.\d)",  # 415-555-0132, 415.555.0132
     r"(?<![\w.-])\([2-9]\d{2}\) ?[2-9]\d{2}[-. ]\d{4}(?![\d-]|\.\d)",  # (415) 555-0132
 )
@@ -258,7 +258,7 @@ def _phone_check(m: re.Match[str]) -> bool:
     return 8 <= len(digits) <= 15
 
 
-DETECTORS: Dict[str, Detector] = {
+DETECTORS: Final[Dict[str, Detector]] = {
     d.name: d
     for d in (
         Detector("cloud_access_key", "AWS access key ids and secret-key assignments, Google `AIza` API keys, "
@@ -286,12 +286,12 @@ DETECTORS: Dict[str, Detector] = {
     )
 }
 
-GROUPS: Dict[str, Tuple[str, ...]] = {
+GROUPS: Final[Dict[str, Tuple[str, ...]]] = {
     "secrets": ("cloud_access_key", "private_key", "jwt", "bearer_token", "model_api_key"),
     "pii": ("credit_card", "iban", "email", "phone"),
     "all": tuple(DETECTORS),
 }
-DETECTOR_NAMES: Tuple[str, ...] = tuple(DETECTORS) + tuple(GROUPS)
+DETECTOR_NAMES: Final[Tuple[str, ...]] = tuple(DETECTORS) + tuple(GROUPS)
 
 
 def expand(names: Iterable[str]) -> List[str]:
@@ -302,8 +302,8 @@ def expand(names: Iterable[str]) -> List[str]:
     return [n for n in DETECTORS if n in wanted]
 
 
-_NOT_DIGITS_TABLE = bytes(range(256))
-_DIGIT_BYTES = b"0123456789"
+_NOT_DIGITS_TABLE: Final = bytes(range(256))
+_DIGIT_BYTES: Final = b"0123456789"
 
 
 def _digit_count(text: str) -> int:
@@ -318,14 +318,14 @@ def _digit_count(text: str) -> int:
 # Invisible characters, removed by :func:`visible`: Unicode's format characters (category Cf, as of
 # Unicode 14: soft hyphen, zero-width space and joiners, word joiner, bidi controls, byte order mark,
 # tags...), the combining grapheme joiner and the variation selectors. Ranges, inclusive.
-_INVISIBLE_RANGES = (
+_INVISIBLE_RANGES: Final = (
     (0x00AD, 0x00AD), (0x034F, 0x034F), (0x0600, 0x0605), (0x061C, 0x061C), (0x06DD, 0x06DD), (0x070F, 0x070F),
     (0x0890, 0x0891), (0x08E2, 0x08E2), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x2064),
     (0x2066, 0x206F), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD), (0x110CD, 0x110CD),
     (0x13430, 0x13438), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001), (0xE0020, 0xE007F),
     (0xE0100, 0xE01EF),
 )
-_INVISIBLE: Dict[int, None] = {c: None for lo, hi in _INVISIBLE_RANGES for c in range(lo, hi + 1)}
+_INVISIBLE: Final[Dict[int, None]] = {c: None for lo, hi in _INVISIBLE_RANGES for c in range(lo, hi + 1)}
 
 
 def visible(text: str) -> str:

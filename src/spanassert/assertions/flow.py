@@ -16,7 +16,7 @@ the episode (a flow it does find still fails).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Final, Iterator, List, Optional, Tuple
 
 from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, NEED_RESULT, Assertion, BuildContext, Field
@@ -27,9 +27,9 @@ from .selectors import MAX_MATCH_CHARS, warn_tool_name
 from .values import PATH_SCHEMA, Walk, digest, json_inside, parse_path, show_path
 
 # Distinct source values remembered per episode.
-MAX_FLOW_SOURCES = 4096
+MAX_FLOW_SOURCES: Final = 4096
 
-_END_SCHEMA = {
+_END_SCHEMA: Final = {
     "type": "object",
     "properties": {
         "tool": {"type": "string", "minLength": 1},
@@ -50,7 +50,7 @@ def _text(leaf: Any) -> Optional[str]:
     return None
 
 
-_TOO_LONG = "(too long to scan)"  # what _source_in returns (compared by identity) for a text too long to scan
+_TOO_LONG: Final = "(too long to scan)"  # what _source_in returns (compared by identity) for a text too long to scan
 
 
 class FlowState(RareFactsHolder):

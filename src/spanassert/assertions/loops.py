@@ -19,7 +19,7 @@ Two ways an agent goes round in circles, both judged incrementally:
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Deque, Dict, Final, List, Optional, Tuple, Union
 
 from ..core.model import CONTENT_OK, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, Assertion, BuildContext, Field
@@ -30,10 +30,10 @@ from .steps import UNREACHABLE_BOUND, unreachable
 from .values import call_key
 
 # Distinct (tool, arguments) pairs remembered per episode when no window is set.
-MAX_DISTINCT_CALLS = 4096
-MAX_WINDOW = 10_000
-MAX_CYCLE_LENGTH = 8
-_SMALL = 64  # windows up to this many calls are packed in one bytearray
+MAX_DISTINCT_CALLS: Final = 4096
+MAX_WINDOW: Final = 10_000
+MAX_CYCLE_LENGTH: Final = 8
+_SMALL: Final = 64  # windows up to this many calls are packed in one bytearray
 _DIGEST_SIZE = 8  # bytes of a call_key
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import operator
 import re
-from typing import Any, Callable, List, Optional, Pattern, Sequence, Tuple
+from typing import Any, Callable, Final, List, Optional, Pattern, Sequence, Tuple
 
 from ..core.model import CONTENT_MISSING, CONTENT_UNPARSABLE, ToolCall
 from ..otlp.json_decode import json_kind
@@ -31,18 +31,18 @@ from .base import BuildContext
 from .call_checks import UNKNOWN_STATUS, call_errored, status_unknown
 from .selectors import MAX_MATCH_CHARS
 
-HELD = "held"
-FAILED = "failed"
-UNDECIDED = "undecided"
+HELD: Final = "held"
+FAILED: Final = "failed"
+UNDECIDED: Final = "undecided"
 
 # Result shapes, computed once per call.
-RESULT_MISSING = "missing"
-RESULT_UNPARSABLE = "unparsable"
-RESULT_TEXT = "text"  # recorded, not JSON
-RESULT_JSON = "json"
+RESULT_MISSING: Final = "missing"
+RESULT_UNPARSABLE: Final = "unparsable"
+RESULT_TEXT: Final = "text"  # recorded, not JSON
+RESULT_JSON: Final = "json"
 
-GRAMMAR_ERROR = "E_CFG_RESULT_GRAMMAR"
-FORMS = (
+GRAMMAR_ERROR: Final = "E_CFG_RESULT_GRAMMAR"
+FORMS: Final = (
     "status ==|!= ok|error|<int>; "
     'body contains "<text>"; body not contains "<text>"; '
     "json.<path> is array|set|number|string|boolean|null; "
@@ -64,7 +64,7 @@ class _Undefined:
         return "undefined"
 
 
-UNDEFINED: Any = _Undefined()
+UNDEFINED: Final[Any] = _Undefined()
 
 
 class ResultGrammarError(ValueError):
@@ -135,7 +135,7 @@ def resolve(value: Any, segments: Sequence[str]) -> Any:
     return value
 
 
-_ORDER = {">": operator.gt, "<": operator.lt, ">=": operator.ge, "<=": operator.le}
+_ORDER: Final = {">": operator.gt, "<": operator.lt, ">=": operator.ge, "<=": operator.le}
 
 
 class ResultCheck:
@@ -287,14 +287,14 @@ class JsonCompare(_JsonCheck):
 
 # -- parsing ---------------------------------------------------------------------------------------
 
-_PATH = r"json((?:\.[^.\s=!<>]+)+)"
-_STATUS_RE = re.compile(r"^status\s*(==|!=)\s*(ok|error|\d+)$")
-_BODY_RE = re.compile(r"^body\s+(not\s+)?contains\s+(\".*\")$")
-_IS_RE = re.compile(r"^" + _PATH + r"\s+is\s+(array|set|number|string|boolean|null)$")
-_MATCHES_RE = re.compile(r"^" + _PATH + r"\s+matches\s+/(.*)/$")
-_LENGTH_RE = re.compile(r"^" + _PATH + r"\s+length\s*(>=|<=|>|<)\s*(\d+)$")
-_COMPARE_RE = re.compile(r"^" + _PATH + r"\s*(==|!=|>=|<=|>|<)\s*(.+)$")
-_BIND_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\s*=(?!=)\s*(json\b|body\s+match\b)")
+_PATH: Final = r"json((?:\.[^.\s=!<>]+)+)"
+_STATUS_RE: Final = re.compile(r"^status\s*(==|!=)\s*(ok|error|\d+)$")
+_BODY_RE: Final = re.compile(r"^body\s+(not\s+)?contains\s+(\".*\")$")
+_IS_RE: Final = re.compile(r"^" + _PATH + r"\s+is\s+(array|set|number|string|boolean|null)$")
+_MATCHES_RE: Final = re.compile(r"^" + _PATH + r"\s+matches\s+/(.*)/$")
+_LENGTH_RE: Final = re.compile(r"^" + _PATH + r"\s+length\s*(>=|<=|>|<)\s*(\d+)$")
+_COMPARE_RE: Final = re.compile(r"^" + _PATH + r"\s*(==|!=|>=|<=|>|<)\s*(.+)$")
+_BIND_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\s*=(?!=)\s*(json\b|body\s+match\b)")
 
 
 def _segments(path: str) -> Tuple[str, ...]:

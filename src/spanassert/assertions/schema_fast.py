@@ -19,16 +19,16 @@ from __future__ import annotations
 import numbers
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
+from typing import Any, Callable, Dict, Final, FrozenSet, List, Optional, Tuple
 
 Predicate = Callable[[Any], bool]
 
 # Nesting deeper than this is left to jsonschema (it is never seen in tool schemas).
-_MAX_DEPTH = 48
+_MAX_DEPTH: Final = 48
 
 # Keywords this module reproduces. Any other keyword the dialect knows (`$ref`, `format`,
 # `patternProperties`, `multipleOf`, `uniqueItems`, ...) makes the compiler give up.
-_SUPPORTED = frozenset({
+_SUPPORTED: Final = frozenset({
     "type", "enum", "const",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
     "minLength", "maxLength", "pattern",
@@ -38,7 +38,7 @@ _SUPPORTED = frozenset({
 })
 # `$` keywords that change nothing without `$ref`; any other (`$id`, `$anchor`, a nested
 # `$schema` that would switch dialect, ...) makes the compiler give up.
-_INERT_DOLLAR = frozenset({"$comment", "$defs"})
+_INERT_DOLLAR: Final = frozenset({"$comment", "$defs"})
 
 
 class _Unsupported(Exception):
@@ -95,7 +95,7 @@ def _is_null(x: Any) -> bool:
     return x is None
 
 
-_TYPE_CHECKS: Dict[str, Predicate] = {
+_TYPE_CHECKS: Final[Dict[str, Predicate]] = {
     "object": _is_object, "array": _is_array, "string": _is_string, "number": _is_number,
     "integer": _is_integer, "boolean": _is_boolean, "null": _is_null,
 }
@@ -114,8 +114,8 @@ def _equal(one: Any, two: Any) -> bool:
     return bool(_unbool(one) == _unbool(two))
 
 
-_TRUE = object()
-_FALSE = object()
+_TRUE: Final = object()
+_FALSE: Final = object()
 
 
 def _unbool(x: Any) -> Any:
@@ -463,7 +463,7 @@ def compile_schema_fast(schema: Any, known: Any) -> Optional[Predicate]:
 # and the sequence-rule parser validate config values with), spelled out so that a value can be
 # checked at start-up without importing jsonschema (~0.1 s of CPU); tests/test_startup.py pins this
 # set against jsonschema's own.
-DRAFT_2020_12_KEYWORDS = frozenset({
+DRAFT_2020_12_KEYWORDS: Final = frozenset({
     "$dynamicRef", "$ref", "additionalProperties", "allOf", "anyOf", "const", "contains", "dependentRequired",
     "dependentSchemas", "enum", "exclusiveMaximum", "exclusiveMinimum", "format", "if", "items", "maxItems",
     "maxLength", "maxProperties", "maximum", "minItems", "minLength", "minProperties", "minimum", "multipleOf",
@@ -473,7 +473,7 @@ DRAFT_2020_12_KEYWORDS = frozenset({
 
 # schema id -> (schema, predicate or None); the schema is kept so its id cannot be reused meanwhile.
 _PLAIN: Dict[int, Tuple[Any, Optional[Predicate]]] = {}
-_PLAIN_CACHE_SIZE = 1024
+_PLAIN_CACHE_SIZE: Final = 1024
 
 
 def plainly_valid(schema: Any, value: Any) -> bool:

@@ -21,18 +21,18 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, Mapping, Optional, Pattern
+from typing import Any, Dict, Final, Mapping, Optional, Pattern
 
 from ..core.model import CONTENT_MISSING, CONTENT_OK, ToolCall
 from .base import BuildContext
 from .detectors import DETECTOR_NAMES, expand, scan
 
 # Matching is bounded: an argument longer than this is not searched (the call is undecidable).
-MAX_MATCH_CHARS = 100_000
+MAX_MATCH_CHARS: Final = 100_000
 
 # An `args_match` condition: a regex searched in the argument, or `{detector: NAME}` (a built-in
 # detector of secrets and personal data finds something in it; see :mod:`.detectors`).
-ARG_CONDITION_SCHEMA: Dict[str, Any] = {
+ARG_CONDITION_SCHEMA: Final[Dict[str, Any]] = {
     "oneOf": [
         {"type": "string"},
         {
@@ -44,7 +44,7 @@ ARG_CONDITION_SCHEMA: Dict[str, Any] = {
     ]
 }
 
-SELECTOR_SCHEMA: Dict[str, Any] = {
+SELECTOR_SCHEMA: Final[Dict[str, Any]] = {
     "oneOf": [
         {"type": "string", "minLength": 1},
         {
@@ -60,18 +60,18 @@ SELECTOR_SCHEMA: Dict[str, Any] = {
     ]
 }
 
-W_CFG_TOOL_NAME = "W_CFG_TOOL_NAME"
-E_CFG_CONFLICT = "E_CFG_CONFLICT"
-E_CFG_REQUIRED = "E_CFG_REQUIRED"
+W_CFG_TOOL_NAME: Final = "W_CFG_TOOL_NAME"
+E_CFG_CONFLICT: Final = "E_CFG_CONFLICT"
+E_CFG_REQUIRED: Final = "E_CFG_REQUIRED"
 
-TOOL_PATTERN_DOC = ("An anchored regular expression for the tool name, instead of `tool` (`delete_.*` matches "
+TOOL_PATTERN_DOC: Final = ("An anchored regular expression for the tool name, instead of `tool` (`delete_.*` matches "
                     "`delete_db`, not `undelete_db`).")
 
 # Characters that mean something in a regex or a glob and (almost) never occur in a tool name.
-_PATTERN_CHARS = re.compile(r"[*?\[\]()|^$\\{}+]")
-_GLOB_STAR = re.compile(r"(?<![.\]\)])\*")
+_PATTERN_CHARS: Final = re.compile(r"[*?\[\]()|^$\\{}+]")
+_GLOB_STAR: Final = re.compile(r"(?<![.\]\)])\*")
 
-ARGS_MATCH_SCHEMA: Dict[str, Any] = {
+ARGS_MATCH_SCHEMA: Final[Dict[str, Any]] = {
     "type": "object",
     "additionalProperties": ARG_CONDITION_SCHEMA,
     "minProperties": 1,

@@ -9,7 +9,7 @@ longer than :data:`~.selectors.MAX_MATCH_CHARS` characters, or a value with more
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Final, List, Optional, Tuple, Union
 
 from ..core.model import CONTENT_OK, CONTENT_UNPARSABLE, EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_ARGUMENTS, NEED_FINAL_OUTPUT, NEED_RESULT, Assertion, BuildContext, Field
@@ -19,16 +19,16 @@ from .registry import register
 from .selectors import MAX_MATCH_CHARS, warn_tool_name
 from .values import MAX_DEPTH, MAX_LEAVES, Walk, show_path
 
-WHERE_ARGUMENTS = "arguments"
-WHERE_RESULTS = "results"
-WHERE_OUTPUT = "output"
-_WHERE = (WHERE_ARGUMENTS, WHERE_RESULTS, WHERE_OUTPUT)
+WHERE_ARGUMENTS: Final = "arguments"
+WHERE_RESULTS: Final = "results"
+WHERE_OUTPUT: Final = "output"
+_WHERE: Final = (WHERE_ARGUMENTS, WHERE_RESULTS, WHERE_OUTPUT)
 
 
 # Calls whose start cleared their arguments, remembered per episode until they end (calls that never
 # end past this many are scanned again at their end, as without the memory).
-_MAX_CLEARED = 4096
-_SCALARS = frozenset((str, int, float, bool, type(None)))
+_MAX_CLEARED: Final = 4096
+_SCALARS: Final = frozenset((str, int, float, bool, type(None)))
 
 
 def leaf_text(leaf: Any) -> Optional[str]:
@@ -110,8 +110,8 @@ def find_in_value(value: Any, names: Union[List[str], Scanner]) -> Tuple[Optiona
 
 # A recorded JSON text shorter than this, with at most _CLEAR_BRACKETS brackets, has fewer leaves
 # and keys than MAX_LEAVES and nests less deeply than MAX_DEPTH: a walk of its value is never cut.
-_CLEAR_CHARS = min(MAX_MATCH_CHARS, 2 * MAX_LEAVES)
-_CLEAR_BRACKETS = min(32, MAX_DEPTH // 2)
+_CLEAR_CHARS: Final = min(MAX_MATCH_CHARS, 2 * MAX_LEAVES)
+_CLEAR_BRACKETS: Final = min(32, MAX_DEPTH // 2)
 
 
 def cleared_as_recorded(raw: Any, scan_with: Scanner) -> bool:

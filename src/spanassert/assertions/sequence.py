@@ -17,7 +17,7 @@ Each matcher keeps a position (or the set of names still missing): O(rule size),
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Deque, Dict, FrozenSet, List, Optional, Set
+from typing import Any, Deque, Dict, Final, FrozenSet, List, Optional, Set
 
 from ..core.model import EpisodeView, Failure, Outcome, ToolCall
 from .base import Assertion, BuildContext, Field
@@ -258,7 +258,7 @@ class _OrderAssertion(Assertion):
         return self.matcher.on_close(state, episode)
 
 
-_TOOL_LIST_SCHEMA: Dict[str, Any] = {"type": "array", "items": {"type": "string", "minLength": 1}}
+_TOOL_LIST_SCHEMA: Final[Dict[str, Any]] = {"type": "array", "items": {"type": "string", "minLength": 1}}
 _PATTERN_INSTEAD = ("these names are exact; to select calls by pattern use `expected: {type: sequence_valid, rules: "
                     "[{type: sequence, tools: [{tool_pattern: REGEX}, ...]}]}`")
 
@@ -300,7 +300,7 @@ class ToolSequenceAssertion(_OrderAssertion):
 register(ToolSequenceAssertion)
 
 
-TRAJECTORY_MODES = ("exact", "prefix", "contains", "subset", "suffix")
+TRAJECTORY_MODES: Final = ("exact", "prefix", "contains", "subset", "suffix")
 
 
 class TrajectoryAssertion(_OrderAssertion):

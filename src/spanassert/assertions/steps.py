@@ -5,7 +5,7 @@ once per episode (the calls after it are over too, but one report says it). The 
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Final, Optional
 
 from ..core.model import EpisodeView, Failure, Outcome, ToolCall
 from .base import NEED_STEPS, Assertion, BuildContext, Field
@@ -14,7 +14,7 @@ from .registry import register
 from .selectors import tool_fields, tool_selector
 
 # Assay treats a bound of u32::MAX as "no bound": no episode reaches it.
-UNREACHABLE_BOUND = 2**32 - 1
+UNREACHABLE_BOUND: Final = 2**32 - 1
 
 
 def unreachable(maximum: float) -> Optional[str]:

@@ -7,7 +7,7 @@ arguments are known); a required tool is a liveness rule and is decided when the
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Final, Optional
 
 from ..core.model import CONTENT_MISSING, EpisodeView, Failure, Outcome, ToolCall
 from .base import EVIDENCE_ARGUMENTS, NEED_ARGUMENTS, Assertion, BuildContext, Field
@@ -15,7 +15,7 @@ from .call_checks import RareFactsHolder, call_ref, fail_first, settled, unfinis
 from .registry import register
 from .selectors import ARGS_MATCH_SCHEMA, ArgsMatch, CallSelector, tool_fields, tool_selector
 
-_ARGS_MATCH_RULE = (
+_ARGS_MATCH_RULE: Final = (
     "`{argument: regex}`, every regex searched (unanchored) in that argument's value (non-strings as "
     "JSON); a missing argument is no match. Arguments recorded as a bare value are bound to the "
     "tool's single parameter when its definition was recorded; otherwise the call is undecidable."

@@ -12,16 +12,16 @@ import json
 import re
 import struct
 import unicodedata
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Final, Iterable, Iterator, List, Optional, Tuple
 
 from ..core.toolcall import CONTENT_OK, decode_content
 
 # A walk stops after this many leaves or this depth; the caller learns it was cut.
-MAX_LEAVES = 10_000
-MAX_DEPTH = 64
+MAX_LEAVES: Final = 10_000
+MAX_DEPTH: Final = 64
 
-PATH_PATTERN = r"^[^.\s]+(\.[^.\s]+)*$"
-PATH_SCHEMA = {"type": "string", "pattern": PATH_PATTERN}
+PATH_PATTERN: Final = r"^[^.\s]+(\.[^.\s]+)*$"
+PATH_SCHEMA: Final = {"type": "string", "pattern": PATH_PATTERN}
 
 
 def canonical_json(value: Any) -> str:
@@ -59,7 +59,7 @@ def _non_finite(value: Any) -> bool:
     return False
 
 
-_INF = float("inf")
+_INF: Final = float("inf")
 _canonical_fast: Optional[Callable[[Any], bytes]] = None
 
 
@@ -93,13 +93,6 @@ def canonical_bytes(value: Any) -> bytes:
 _pack_key = struct.Struct("<q").pack
 
 
-# Where the canonical bytes of a value may hold a float with no fraction (msgspec writes them
-# `1.0`, `-0.0`, `1e16`, `1.5e20`: a positive exponent is written only from 1e16 on, which is
-# integral) or a non-ASCII string. Also found inside strings (`v1.0`, `ab1e5`): that only costs the
-# slow path (:func:`equal_value`), whose result is the same for every text of one value.
-_MAY_NEED_NORMAL = re.compile(rb"\.0(?![0-9])|[0-9]e[0-9]")
-
-
 def _normal_str(text: str) -> str:
     return text if text.isascii() else unicodedata.normalize("NFC", text)
 
@@ -124,7 +117,7 @@ class _TooDeep(Exception):
     pass
 
 
-_DUPLICATE_MARK = chr(0xDC00)  # a lone surrogate (written so: a compiled module's constants are UTF-8)
+_DUPLICATE_MARK: Final = chr(0xDC00)  # a lone surrogate (written so: a compiled module's constants are UTF-8)
 
 
 def _equal_value(value: Any, depth: int) -> Any:
@@ -160,16 +153,40 @@ def _equal_value(value: Any, depth: int) -> Any:
     return value
 
 
+def _integral_float_in(value: Any, depth: int) -> bool:
+    """Whether ``value`` holds a float equal to an integer (or nests deeper than MAX_DEPTH, where
+    :func:`equal_value` decides); by types, not by the text, which is cheaper than one search of it."""
+    t = type(value)
+    if t is float:
+        return bool(value.is_integer())
+    if t is dict:
+        items: Iterable[Any] = value.values()
+    elif t is list or t is tuple:
+        items = value
+    else:
+        return isinstance(value, (dict, list, tuple, float))  # a subclass: let equal_value decide
+    if depth >= MAX_DEPTH:
+        return True
+    for v in items:
+        tv = type(v)
+        if tv is float:
+            if v.is_integer():
+                return True
+        elif (tv is dict or tv is list or tv is tuple) and _integral_float_in(v, depth + 1):
+            return True
+    return False
+
+
 def call_key(name: str, arguments: Any) -> Optional[bytes]:
     """What ``trace_no_repeat`` counts a call by: eight bytes, equal for calls of one tool (its
     exact name) whose arguments are equal values (:func:`equal_value`), from Python's own hash
     (SipHash, keyed at random per process) of the name and the arguments' canonical bytes. Two
     different calls share a key about once in 2**64 pairs, which can make the rule fail, never
-    pass. The arguments are made equal values only when their canonical bytes may hold a number
-    with no fraction or a non-ASCII string: most arguments are encoded once. None when they are
+    pass. The arguments are made equal values only when they hold a number with no fraction or
+    their canonical bytes a non-ASCII character: most arguments are encoded once. None when they are
     nested too deeply to be made equal values (:func:`equal_value`)."""
     out = canonical_bytes(arguments)
-    if not out.isascii() or _MAY_NEED_NORMAL.search(out) is not None:
+    if not out.isascii() or _integral_float_in(arguments, 0):
         value = equal_value(arguments)
         if value is None and arguments is not None:
             return None
@@ -197,7 +214,7 @@ def show_path(parts: List[Any]) -> str:
     return out
 
 
-_OPENERS = ("{", "[")
+_OPENERS: Final = ("{", "[")
 
 
 def _may_hold_json(text: str) -> bool:

@@ -7,7 +7,7 @@ A mixin of :class:`~spanassert.core.engine.Engine` (the engine's state is set in
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Final, List, Mapping, Optional, Sequence, Tuple
 
 from ..assertions.base import NEED_ARGUMENTS
 from ..mapping.usage import step_usage
@@ -37,7 +37,7 @@ from .plan import Slot, ToolPlan
 from .results import Violation
 from .verdicts import violation_of
 
-MAX_TOOL_NAMES = 4096  # distinct tool names the engine keeps one string of (names come from spans)
+MAX_TOOL_NAMES: Final = 4096  # distinct tool names the engine keeps one string of (names come from spans)
 
 
 def _same_content(a: Any, b: Any) -> bool:

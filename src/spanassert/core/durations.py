@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Dict, Union
+from typing import Dict, Final, Union
 
-UNITS: Dict[str, float] = {
+UNITS: Final[Dict[str, float]] = {
     "ns": 1e-9,
     "us": 1e-6,
     "µs": 1e-6,
@@ -18,10 +18,10 @@ UNITS: Dict[str, float] = {
     "m": 60.0,
     "h": 3600.0,
 }
-_UNIT_ALTERNATION = "|".join(UNITS)
-_DURATION_RE = re.compile(rf"^\s*(\d+(?:\.\d+)?)\s*({_UNIT_ALTERNATION})\s*$")
+_UNIT_ALTERNATION: Final = "|".join(UNITS)
+_DURATION_RE: Final = re.compile(rf"^\s*(\d+(?:\.\d+)?)\s*({_UNIT_ALTERNATION})\s*$")
 # The same grammar for JSON Schema (``spanassert schema``, editors).
-DURATION_PATTERN = rf"^\s*\d+(\.\d+)?\s*({_UNIT_ALTERNATION})\s*$"
+DURATION_PATTERN: Final = rf"^\s*\d+(\.\d+)?\s*({_UNIT_ALTERNATION})\s*$"
 
 
 def parse_duration(value: Union[int, float, str]) -> float:

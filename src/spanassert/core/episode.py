@@ -5,36 +5,36 @@ loop that gives a tool call to the rules of a plan (:func:`give_call`).
 """
 from __future__ import annotations
 
-from typing import AbstractSet, Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
+from typing import AbstractSet, Any, Callable, Dict, Final, List, Optional, Set, Tuple, TypeVar
 
 from .model import NO_IDS, EpisodeView, Failure, ModelStep, ToolCall
 from .native import mypyc_attr, trait
 from .plan import Plan, Slot
 from .results import EpisodeResult, Violation
 
-NO_STATE: Any = object()  # a rule whose state is not made yet (made on its first use)
+NO_STATE: Final[Any] = object()  # a rule whose state is not made yet (made on its first use)
 
-UNREADABLE_NO_NAME = "no_tool_name"
-UNREADABLE_ARGUMENTS = "unparsable_arguments"
-UNREADABLE_TOO_LARGE = "arguments_too_large"
+UNREADABLE_NO_NAME: Final = "no_tool_name"
+UNREADABLE_ARGUMENTS: Final = "unparsable_arguments"
+UNREADABLE_TOO_LARGE: Final = "arguments_too_large"
 
-OVERFLOW_EPISODE_EVICTED = "episode_evicted"
-OVERFLOW_CALL_DROPPED = "in_flight_call_dropped"
-OVERFLOW_TRACE_SPANS = "trace_over_span_cap"  # a trace with spans dropped by the per-trace cap
-OVERFLOW_RESULT_TRUNCATED = "result_truncated"  # a tool result cut to max_argument_bytes
+OVERFLOW_EPISODE_EVICTED: Final = "episode_evicted"
+OVERFLOW_CALL_DROPPED: Final = "in_flight_call_dropped"
+OVERFLOW_TRACE_SPANS: Final = "trace_over_span_cap"  # a trace with spans dropped by the per-trace cap
+OVERFLOW_RESULT_TRUNCATED: Final = "result_truncated"  # a tool result cut to max_argument_bytes
 # Replay: a trace whose spans say the SDK dropped attributes or events (span limits) and in which no
 # span is recognised: its GenAI markers may be what was dropped, so an episode may be missing.
-OVERFLOW_DROPPED_NO_EPISODE = "trace_dropped_no_episode"
+OVERFLOW_DROPPED_NO_EPISODE: Final = "trace_dropped_no_episode"
 
 # Why an episode's evidence is incomplete (EpisodeResult.incomplete, reports).
-INCOMPLETE_ROOT_NOT_SEEN = "root not seen"
+INCOMPLETE_ROOT_NOT_SEEN: Final = "root not seen"
 # Live: an error inside spanassert while it judged a span of the episode (that span's evidence is lost).
-INCOMPLETE_JUDGING_FAILED = "a span could not be judged (internal error)"
+INCOMPLETE_JUDGING_FAILED: Final = "a span could not be judged (internal error)"
 # Live: a span of the trace could not be judged before any episode of it was open (it may be the
 # span that would have opened it: its agent, service and attributes select the rules by `match`).
 INCOMPLETE_OPENING_NOT_JUDGED = "a span of this trace could not be judged before the episode opened (internal error)"
-OVERFLOW_PENDING_MARKS = "judging_failed_not_remembered"  # past MAX_PENDING_MARKS (every episode is marked)
-MAX_PENDING_MARKS = 4096  # traces with such a span and no episode yet, remembered until one opens
+OVERFLOW_PENDING_MARKS: Final = "judging_failed_not_remembered"  # past MAX_PENDING_MARKS (every episode is marked)
+MAX_PENDING_MARKS: Final = 4096  # traces with such a span and no episode yet, remembered until one opens
 
 
 def parents_not_in_input(count: int) -> str:
@@ -44,13 +44,13 @@ def parents_not_in_input(count: int) -> str:
     return f"{count} span(s) whose parent is not in the input"
 
 
-PARENTS_NOT_IN_INPUT_SUFFIX = parents_not_in_input(0)[1:]
-OUT_OF_ORDER = "calls arrived after the episode closed, before calls already judged (order unknown)"
-MAX_SEEN_IDS = 1024  # span ids an episode remembers for late parts (past it: parents unknown)
+PARENTS_NOT_IN_INPUT_SUFFIX: Final = parents_not_in_input(0)[1:]
+OUT_OF_ORDER: Final = "calls arrived after the episode closed, before calls already judged (order unknown)"
+MAX_SEEN_IDS: Final = 1024  # span ids an episode remembers for late parts (past it: parents unknown)
 
-MAX_TOOL_DEFINITIONS = 256  # tools whose parameter names one episode remembers
-PENDING_PREFIX = "pending:"  # a guard's pending call's placeholder span id (no span id has it)
-NO_SPAN: Any = object()  # Episode.span1 when it holds no span (equal to no span id)
+MAX_TOOL_DEFINITIONS: Final = 256  # tools whose parameter names one episode remembers
+PENDING_PREFIX: Final = "pending:"  # a guard's pending call's placeholder span id (no span id has it)
+NO_SPAN: Final[Any] = object()  # Episode.span1 when it holds no span (equal to no span id)
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # subclassed by code that is not compiled (see core.native)

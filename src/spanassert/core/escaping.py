@@ -10,9 +10,9 @@ by their own encoders.
 """
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Final
 
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_NAMED: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def _table() -> Dict[int, str]:
@@ -25,7 +25,7 @@ def _table() -> Dict[int, str]:
     return table
 
 
-_TABLE = _table()
+_TABLE: Final = _table()
 
 
 def escape_control(text: str) -> str:

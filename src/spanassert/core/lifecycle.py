@@ -7,7 +7,7 @@ A mixin of :class:`~spanassert.core.engine.Engine` (the engine's state is set in
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, cast
+from typing import Any, Dict, Final, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, cast
 
 from ..mapping import ROLE_AGENT, Mapper
 from .episode import (
@@ -28,7 +28,7 @@ from .results import EpisodeResult
 from .spans import INCOMPLETE_SOURCE_DROPPED
 from .verdicts import Verdicts
 
-FAR_FUTURE = 1 << 127
+FAR_FUTURE: Final = 1 << 127
 
 
 class EpisodeLifecycle(Verdicts):

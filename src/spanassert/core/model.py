@@ -12,7 +12,7 @@ importable from here as well.
 from __future__ import annotations
 
 import enum
-from typing import AbstractSet, Any, Dict, List, Optional, Set, Tuple
+from typing import AbstractSet, Any, Dict, Final, List, Optional, Set, Tuple
 
 from .diagnostics import ConfigError, Diagnostic
 from .spans import NO_EVENTS, SpanEvent, SpanRecord
@@ -57,7 +57,7 @@ class Verdict(_TextEnum):
 
 
 # Worst first: a test's verdict is the worst verdict of its assertions.
-VERDICT_RANK = {
+VERDICT_RANK: Final = {
     Verdict.FAILED: 3,
     Verdict.INCONCLUSIVE: 2,
     Verdict.PASSED: 1,
@@ -65,7 +65,7 @@ VERDICT_RANK = {
 }
 
 
-_WORST_FIRST = sorted(VERDICT_RANK, key=VERDICT_RANK.__getitem__, reverse=True)
+_WORST_FIRST: Final = sorted(VERDICT_RANK, key=VERDICT_RANK.__getitem__, reverse=True)
 
 
 def worst(verdicts: List[Verdict]) -> Verdict:
@@ -169,7 +169,7 @@ class Outcome:
         return f"Outcome({self.verdict.value}, {self.message!r})"
 
 
-NO_IDS: AbstractSet[str] = frozenset()  # the span ids of an episode that has seen none (shared)
+NO_IDS: Final[AbstractSet[str]] = frozenset()  # the span ids of an episode that has seen none (shared)
 
 
 class ViewMore:

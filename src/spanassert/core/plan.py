@@ -7,12 +7,12 @@ once here.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Final, List, Mapping, Optional, Tuple
 
 from ..assertions.base import NEED_ARGUMENTS, NEED_FINAL_OUTPUT, NEED_RESULT, Assertion
 from ..config.model import Config, TestCase
 
-_MAX_PATTERN_PLANS = 4096  # tool names whose `tool_pattern` dispatch is remembered per plan
+_MAX_PATTERN_PLANS: Final = 4096  # tool names whose `tool_pattern` dispatch is remembered per plan
 _PRECHECK_KEY = ("\0precheck",)  # the early-check plan's key in Plans (no test id has a NUL)
 
 

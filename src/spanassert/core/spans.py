@@ -6,7 +6,7 @@ the engine reads them like the SDK's spans.
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, Final, Mapping, Optional, Sequence
 
 from .records import record
 
@@ -28,15 +28,15 @@ class SpanEvent:
 # The events of a span that has none, shared by every such decoded span (read-only: nothing appends
 # to a record's events). Replay holds many records at once; an empty list each is one more object
 # per span for the garbage collector to scan.
-NO_EVENTS: Sequence[SpanEvent] = ()  # an empty tuple: read-only and shared
+NO_EVENTS: Final[Sequence[SpanEvent]] = ()  # an empty tuple: read-only and shared
 
 # Why an episode's evidence is incomplete when a span of it says its source dropped attributes or
 # events (the SDK's OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT evicts the *oldest* attribute: a tool span's name
 # and arguments, a model step's operation). The same words live, in replay and in serve.
-INCOMPLETE_SOURCE_DROPPED = "attributes or events of a span were dropped at the source (span limits)"
+INCOMPLETE_SOURCE_DROPPED: Final = "attributes or events of a span were dropped at the source (span limits)"
 # Live only (a file does not say the limit): a text value as long as the SDK's attribute value length
 # limit (OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT), which it cuts values to without saying so.
-INCOMPLETE_VALUE_AT_LIMIT = "a span's attribute value reached the SDK's length limit (it may have been cut)"
+INCOMPLETE_VALUE_AT_LIMIT: Final = "a span's attribute value reached the SDK's length limit (it may have been cut)"
 
 
 def dropped_count(*counts: Any) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Callable, ClassVar, Dict, Optional, Tuple
+from typing import Any, Callable, ClassVar, Dict, Final, Optional, Tuple
 
 
 class _Missing:
@@ -32,18 +32,18 @@ class _Missing:
         return "MISSING"
 
 
-MISSING: Any = _Missing()
+MISSING: Final[Any] = _Missing()
 
 
 # Content states of a call's arguments / result.
-CONTENT_OK = "ok"
-CONTENT_MISSING = "missing"  # not recorded (instrumentation did not capture content)
-CONTENT_UNPARSABLE = "unparsable"  # recorded, looked like JSON, did not parse (e.g. truncated)
+CONTENT_OK: Final = "ok"
+CONTENT_MISSING: Final = "missing"  # not recorded (instrumentation did not capture content)
+CONTENT_UNPARSABLE: Final = "unparsable"  # recorded, looked like JSON, did not parse (e.g. truncated)
 
-STATUS_UNSET = "unset"
-STATUS_OK = "ok"
-STATUS_ERROR = "error"
-STATUS_UNKNOWN = "unknown"  # a status code OTLP does not define (not 0, 1, 2): unreadable, never "unset"
+STATUS_UNSET: Final = "unset"
+STATUS_OK: Final = "ok"
+STATUS_ERROR: Final = "error"
+STATUS_UNKNOWN: Final = "unknown"  # a status code OTLP does not define (not 0, 1, 2): unreadable, never "unset"
 
 
 def call_status(status_code: int, error_type: Optional[str]) -> str:

@@ -7,7 +7,7 @@ A mixin of :class:`~spanassert.core.engine.Engine` (the engine's state is set in
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Final, List, Optional, Sequence, Tuple
 
 from ..assertions.base import NEED_RESULT
 from .episode import (
@@ -26,9 +26,9 @@ from .results import AssertionResult, EpisodeResult, Violation, assertion_result
 # Enum members read once (reading one off its class costs a descriptor call each time).
 _PASSED, _FAILED, _NOT_APPLICABLE = Verdict.PASSED, Verdict.FAILED, Verdict.NOT_APPLICABLE
 _ROOT_ENDED, _IDLE, _END_OF_INPUT = CloseReason.ROOT_ENDED, CloseReason.IDLE, CloseReason.END_OF_INPUT
-_INTERNAL_ERROR = CloseReason.INTERNAL_ERROR
+_INTERNAL_ERROR: Final = CloseReason.INTERNAL_ERROR
 # A rule whose decision at close raised (an error inside spanassert): unknown, never a pass.
-_CLOSE_RAISED = Outcome(Verdict.INCONCLUSIVE, "deciding this rule raised an internal error")
+_CLOSE_RAISED: Final = Outcome(Verdict.INCONCLUSIVE, "deciding this rule raised an internal error")
 
 
 def violation_of(ep: Episode, slot: Slot, message: str, span_id: Optional[str], tool: Optional[str],

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Final, Iterable, List, Mapping, Optional, Tuple
 
 # Keys of the wrapper the Traceloop LangChain callback writes around a tool's input / output.
-_LANGCHAIN_INPUT_KEYS = frozenset(("input_str", "tags", "metadata", "inputs", "kwargs"))
-_LANGCHAIN_OUTPUT_KEYS = frozenset(("output", "kwargs"))
+_LANGCHAIN_INPUT_KEYS: Final = frozenset(("input_str", "tags", "metadata", "inputs", "kwargs"))
+_LANGCHAIN_OUTPUT_KEYS: Final = frozenset(("output", "kwargs"))
 # Traceloop decorators record a call's input as {"args": [...], "kwargs": {...}}.
-_DECORATOR_INPUT_KEYS = frozenset(("args", "kwargs"))
+_DECORATOR_INPUT_KEYS: Final = frozenset(("args", "kwargs"))
 # A Python literal nested deeper than this is left as text (ast has recursion limits).
-_MAX_LITERAL_BRACKETS = 200
-_MAX_LITERAL_CHARS = 1_000_000
+_MAX_LITERAL_BRACKETS: Final = 200
+_MAX_LITERAL_CHARS: Final = 1_000_000
 
 
 def plain(value: Any) -> Any:
@@ -107,8 +107,8 @@ def _langchain_message_content(output: Any) -> Any:
 
 # What a text must hold to be parsed for the LangChain wrapper (Mapper reads texts without it
 # directly: a text without the marker is returned as recorded).
-INPUT_WRAPPER_MARKER = '"input_str"'
-OUTPUT_WRAPPER_MARKER = '"output"'
+INPUT_WRAPPER_MARKER: Final = '"input_str"'
+OUTPUT_WRAPPER_MARKER: Final = '"output"'
 
 
 def unwrap_arguments(value: Any) -> Any:
@@ -256,11 +256,11 @@ def entity_output_text(value: Any) -> Optional[str]:
 
 # -- tool definitions (which parameters a tool takes) ---------------------------------------------
 # Bounds: definitions are read from hostile spans.
-MAX_DEFINITION_CHARS = 256 * 1024  # a definitions value longer than this is not parsed
-MAX_DEFINITIONS = 128  # tools read from one value
+MAX_DEFINITION_CHARS: Final = 256 * 1024  # a definitions value longer than this is not parsed
+MAX_DEFINITIONS: Final = 128  # tools read from one value
 # JSON Schema keywords: a `tool.parameters` object holding one of these is a schema, not a map of
 # parameter name -> type.
-_SCHEMA_WORDS = frozenset(("type", "properties", "$schema", "required", "additionalProperties", "$ref",
+_SCHEMA_WORDS: Final = frozenset(("type", "properties", "$schema", "required", "additionalProperties", "$ref",
                            "anyOf", "oneOf", "allOf", "$defs", "definitions", "title", "description"))
 
 
@@ -304,8 +304,8 @@ def _definition(item: Any) -> Optional[Tuple[str, Optional[Tuple[str, ...]]]]:
 
 # Model steps repeat the same definitions (the same JSON texts) at every turn: parse each text once.
 _DEFINITIONS_CACHE: Dict[str, Dict[str, Tuple[str, ...]]] = {}
-_DEFINITIONS_CACHE_SIZE = 1024
-_CACHED_DEFINITION_CHARS = 16 * 1024  # at most 16 MiB of cached text
+_DEFINITIONS_CACHE_SIZE: Final = 1024
+_CACHED_DEFINITION_CHARS: Final = 16 * 1024  # at most 16 MiB of cached text
 
 
 def tool_definitions(value: Any) -> Dict[str, Tuple[str, ...]]:

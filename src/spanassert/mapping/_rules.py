@@ -1,19 +1,19 @@
 """User ``mappings:`` rules, compiled once so that matching a span costs a few comparisons."""
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, Final, Optional, Sequence, Tuple
 
 from ..config.model import MappingRule
 
-ROLE_OTHER = 0
-ROLE_TOOL = 1
-ROLE_AGENT = 2
-ROLE_STEP = 3
+ROLE_OTHER: Final = 0
+ROLE_TOOL: Final = 1
+ROLE_AGENT: Final = 2
+ROLE_STEP: Final = 3
 
 # Role names a ``mappings:`` rule may give; "other" lets a user silence a span a convention matches.
-ROLE_BY_NAME = {"tool": ROLE_TOOL, "agent": ROLE_AGENT, "step": ROLE_STEP, "other": ROLE_OTHER}
+ROLE_BY_NAME: Final = {"tool": ROLE_TOOL, "agent": ROLE_AGENT, "step": ROLE_STEP, "other": ROLE_OTHER}
 
-_NAME_KEYS = ("span_name", "span_name_prefix", "span_name_suffix")
+_NAME_KEYS: Final = ("span_name", "span_name_prefix", "span_name_suffix")
 
 # ``attributes.get`` (or a faster equivalent, see ``mapper.lookup``).
 Getter = Callable[[str], Any]

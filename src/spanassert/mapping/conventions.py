@@ -8,72 +8,72 @@ span convention").
 """
 from __future__ import annotations
 
-from typing import Any, Callable, FrozenSet, Mapping, Tuple
+from typing import Any, Callable, Final, FrozenSet, Mapping, Tuple
 
 from . import _content as content
 from ._rules import ROLE_AGENT, ROLE_OTHER, ROLE_STEP, ROLE_TOOL
 
 # -- attribute names ------------------------------------------------------------------------------
 # OTel GenAI
-OPERATION = "gen_ai.operation.name"
-GENAI_TOOL_NAME = "gen_ai.tool.name"
-GENAI_CALL_ID = "gen_ai.tool.call.id"
-GENAI_ARGUMENTS = "gen_ai.tool.call.arguments"
-GENAI_RESULT = "gen_ai.tool.call.result"
-GENAI_AGENT_NAME = "gen_ai.agent.name"
-GENAI_WORKFLOW_NAME = "gen_ai.workflow.name"
-GENAI_OUTPUT_MESSAGES = "gen_ai.output.messages"
-GENAI_INPUT_MESSAGES = "gen_ai.input.messages"
-GENAI_CONVERSATION = "gen_ai.conversation.id"
-GENAI_TOOL_DEFINITIONS = "gen_ai.tool.definitions"
-ERROR_TYPE = "error.type"
-MCP_METHOD = "mcp.method.name"
-MCP_SESSION = "mcp.session.id"
+OPERATION: Final = "gen_ai.operation.name"
+GENAI_TOOL_NAME: Final = "gen_ai.tool.name"
+GENAI_CALL_ID: Final = "gen_ai.tool.call.id"
+GENAI_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+GENAI_RESULT: Final = "gen_ai.tool.call.result"
+GENAI_AGENT_NAME: Final = "gen_ai.agent.name"
+GENAI_WORKFLOW_NAME: Final = "gen_ai.workflow.name"
+GENAI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+GENAI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+GENAI_CONVERSATION: Final = "gen_ai.conversation.id"
+GENAI_TOOL_DEFINITIONS: Final = "gen_ai.tool.definitions"
+ERROR_TYPE: Final = "error.type"
+MCP_METHOD: Final = "mcp.method.name"
+MCP_SESSION: Final = "mcp.session.id"
 # OpenInference
-OI_KIND = "openinference.span.kind"
-OI_TOOL_NAME = "tool.name"
-OI_TOOL_ID = "tool.id"
-OI_INPUT = "input.value"
-OI_OUTPUT = "output.value"
+OI_KIND: Final = "openinference.span.kind"
+OI_TOOL_NAME: Final = "tool.name"
+OI_TOOL_ID: Final = "tool.id"
+OI_INPUT: Final = "input.value"
+OI_OUTPUT: Final = "output.value"
 # Precomputed embeddings (Assay's trace meta `assay.embeddings.*`, as span attributes): the final
 # output's vector, the reference text's vector, and the reference text that vector is of.
-EMB_RESPONSE = "assay.embeddings.response"
-EMB_REFERENCE = "assay.embeddings.reference"
-EMB_SOURCE_REFERENCE = "assay.embeddings.source_reference"
-EMB_MODEL = "assay.embeddings.model"
-OI_AGENT_NAME = "agent.name"
-OI_SESSION = "session.id"
-OI_TOOL_JSON_SCHEMA = "tool.json_schema"
-OI_TOOL_PARAMETERS = "tool.parameters"
-OI_LLM_TOOLS_PREFIX = "llm.tools."  # llm.tools.<i>.tool.json_schema (flattened)
-OI_LLM_TOOLS_SUFFIX = ".tool.json_schema"
+EMB_RESPONSE: Final = "assay.embeddings.response"
+EMB_REFERENCE: Final = "assay.embeddings.reference"
+EMB_SOURCE_REFERENCE: Final = "assay.embeddings.source_reference"
+EMB_MODEL: Final = "assay.embeddings.model"
+OI_AGENT_NAME: Final = "agent.name"
+OI_SESSION: Final = "session.id"
+OI_TOOL_JSON_SCHEMA: Final = "tool.json_schema"
+OI_TOOL_PARAMETERS: Final = "tool.parameters"
+OI_LLM_TOOLS_PREFIX: Final = "llm.tools."  # llm.tools.<i>.tool.json_schema (flattened)
+OI_LLM_TOOLS_SUFFIX: Final = ".tool.json_schema"
 # OpenLLMetry / Traceloop
-TL_KIND = "traceloop.span.kind"
-TL_ENTITY_NAME = "traceloop.entity.name"
-TL_ENTITY_INPUT = "traceloop.entity.input"
-TL_ENTITY_OUTPUT = "traceloop.entity.output"
-TL_WORKFLOW_NAME = "traceloop.workflow.name"
-TL_SESSION = "traceloop.association.properties.session_id"
-TL_REQUEST_TYPE = "llm.request.type"  # older Traceloop model spans ("chat", "completion")
+TL_KIND: Final = "traceloop.span.kind"
+TL_ENTITY_NAME: Final = "traceloop.entity.name"
+TL_ENTITY_INPUT: Final = "traceloop.entity.input"
+TL_ENTITY_OUTPUT: Final = "traceloop.entity.output"
+TL_WORKFLOW_NAME: Final = "traceloop.workflow.name"
+TL_SESSION: Final = "traceloop.association.properties.session_id"
+TL_REQUEST_TYPE: Final = "llm.request.type"  # older Traceloop model spans ("chat", "completion")
 # Google ADK
-ADK_ARGUMENTS = "gcp.vertex.agent.tool_call_args"
-ADK_RESULT = "gcp.vertex.agent.tool_response"
+ADK_ARGUMENTS: Final = "gcp.vertex.agent.tool_call_args"
+ADK_RESULT: Final = "gcp.vertex.agent.tool_response"
 # pydantic-ai instrumentation version 2
-PYD2_ARGUMENTS = "tool_arguments"
-PYD2_RESULT = "tool_response"
-PYD2_AGENT_NAME = "agent_name"
-PYD_FINAL_RESULT = "final_result"
+PYD2_ARGUMENTS: Final = "tool_arguments"
+PYD2_RESULT: Final = "tool_response"
+PYD2_AGENT_NAME: Final = "agent_name"
+PYD_FINAL_RESULT: Final = "final_result"
 # Strands
-STRANDS_TOOL_STATUS = "gen_ai.tool.status"
-EV_DETAILS = "gen_ai.client.inference.operation.details"
-EV_TOOL_MESSAGE = "gen_ai.tool.message"
-EV_CHOICE = "gen_ai.choice"
-EV_EXCEPTION = "exception"
+STRANDS_TOOL_STATUS: Final = "gen_ai.tool.status"
+EV_DETAILS: Final = "gen_ai.client.inference.operation.details"
+EV_TOOL_MESSAGE: Final = "gen_ai.tool.message"
+EV_CHOICE: Final = "gen_ai.choice"
+EV_EXCEPTION: Final = "exception"
 
-STATUS_ERROR = 2  # OTLP numbering
-ERROR_OTHER = "_OTHER"
+STATUS_ERROR: Final = 2  # OTLP numbering
+ERROR_OTHER: Final = "_OTHER"
 
-OPERATION_ROLES = {
+OPERATION_ROLES: Final = {
     "execute_tool": ROLE_TOOL,
     "invoke_agent": ROLE_AGENT,
     "invoke_workflow": ROLE_AGENT,
@@ -81,7 +81,7 @@ OPERATION_ROLES = {
     "text_completion": ROLE_STEP,
     "generate_content": ROLE_STEP,
 }
-OPENINFERENCE_ROLES = {
+OPENINFERENCE_ROLES: Final = {
     "TOOL": ROLE_TOOL,
     "AGENT": ROLE_AGENT,
     "LLM": ROLE_STEP,
@@ -89,17 +89,17 @@ OPENINFERENCE_ROLES = {
     "agent": ROLE_AGENT,
     "llm": ROLE_STEP,
 }
-TRACELOOP_ROLES = {"tool": ROLE_TOOL, "agent": ROLE_AGENT, "workflow": ROLE_AGENT}
-TRACELOOP_REQUEST_TYPES = ("chat", "completion")
+TRACELOOP_ROLES: Final = {"tool": ROLE_TOOL, "agent": ROLE_AGENT, "workflow": ROLE_AGENT}
+TRACELOOP_REQUEST_TYPES: Final = ("chat", "completion")
 
 # Span-name markers (pydantic-ai v2, Traceloop, names without attributes), tested last.
-NAME_PREFIXES = ("execute_tool", "invoke_agent", "invoke_workflow", "running tool", "agent run")
-NAME_SUFFIXES = (".tool", ".llm")
-NAME_INITIALS = frozenset(p[0] for p in NAME_PREFIXES)
-TOOL_PREFIX = "execute_tool "
+NAME_PREFIXES: Final = ("execute_tool", "invoke_agent", "invoke_workflow", "running tool", "agent run")
+NAME_SUFFIXES: Final = (".tool", ".llm")
+NAME_INITIALS: Final = frozenset(p[0] for p in NAME_PREFIXES)
+TOOL_PREFIX: Final = "execute_tool "
 # Every attribute whose presence can make a span a tool, agent or step (see ``Mapper.role``).
-MARKER_KEYS = (OPERATION, OI_KIND, TL_KIND, MCP_METHOD, TL_REQUEST_TYPE)
-AGENT_PREFIXES = ("invoke_agent ", "invoke_workflow ")
+MARKER_KEYS: Final = (OPERATION, OI_KIND, TL_KIND, MCP_METHOD, TL_REQUEST_TYPE)
+AGENT_PREFIXES: Final = ("invoke_agent ", "invoke_workflow ")
 
 
 def surely_other(name: str, attributes: Mapping[str, Any], _dict: type = dict,
@@ -132,14 +132,14 @@ def role_from_name(name: str) -> int:
 
 # Where each convention records a call's arguments and result, in order of precedence, with the
 # function that removes its wrapper (LangChain's, Traceloop's entity input/output).
-ARGUMENT_SOURCES: Tuple[Tuple[str, Callable[[Any], Any]], ...] = (
+ARGUMENT_SOURCES: Final[Tuple[Tuple[str, Callable[[Any], Any]], ...]] = (
     (GENAI_ARGUMENTS, content.unwrap_arguments),
     (OI_INPUT, content.plain),
     (TL_ENTITY_INPUT, content.unwrap_entity_input),
     (ADK_ARGUMENTS, content.plain),
     (PYD2_ARGUMENTS, content.plain),
 )
-RESULT_SOURCES: Tuple[Tuple[str, Callable[[Any], Any]], ...] = (
+RESULT_SOURCES: Final[Tuple[Tuple[str, Callable[[Any], Any]], ...]] = (
     (GENAI_RESULT, content.unwrap_result),
     (OI_OUTPUT, content.plain),
     (TL_ENTITY_OUTPUT, content.unwrap_result),

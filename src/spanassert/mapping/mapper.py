@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gc
 from types import MappingProxyType
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Final, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..config.model import MappingRule
 from . import _content as content
@@ -121,10 +121,10 @@ def _events_named(events: Iterable[Any], name: str) -> Iterable[Mapping[str, Any
                 yield attributes
 
 
-_NOT_RECORDED = object()
+_NOT_RECORDED: Final = object()
 # The markers content.unwrap_arguments / unwrap_result look for before parsing a text for a wrapper.
-_LANGCHAIN_INPUT = content.INPUT_WRAPPER_MARKER
-_LANGCHAIN_OUTPUT = content.OUTPUT_WRAPPER_MARKER
+_LANGCHAIN_INPUT: Final = content.INPUT_WRAPPER_MARKER
+_LANGCHAIN_OUTPUT: Final = content.OUTPUT_WRAPPER_MARKER
 # The fast paths of Mapper._arguments_raw / _result_raw read the first source of each list.
 assert ARGUMENT_SOURCES[0] == (GENAI_ARGUMENTS, content.unwrap_arguments)
 assert RESULT_SOURCES[0] == (GENAI_RESULT, content.unwrap_result)

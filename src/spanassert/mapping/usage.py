@@ -14,17 +14,18 @@ input and output recorded with it.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, Final, Mapping, Optional, Tuple
 
 from ..core.model import ModelStep
 
-INPUT_KEYS: Tuple[str, ...] = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
-OUTPUT_KEYS: Tuple[str, ...] = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens",
+INPUT_KEYS: Final[Tuple[str, ...]] = (
+    "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
+OUTPUT_KEYS: Final[Tuple[str, ...]] = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens",
                                 "llm.token_count.completion")
-TOTAL_KEYS: Tuple[str, ...] = ("gen_ai.usage.total_tokens", "llm.usage.total_tokens", "llm.token_count.total")
-MODEL_KEYS: Tuple[str, ...] = ("gen_ai.response.model", "gen_ai.request.model", "llm.response.model",
+TOTAL_KEYS: Final[Tuple[str, ...]] = ("gen_ai.usage.total_tokens", "llm.usage.total_tokens", "llm.token_count.total")
+MODEL_KEYS: Final[Tuple[str, ...]] = ("gen_ai.response.model", "gen_ai.request.model", "llm.response.model",
                                "llm.request.model", "llm.model_name")
-USAGE_KEYS: Tuple[str, ...] = INPUT_KEYS + OUTPUT_KEYS + TOTAL_KEYS
+USAGE_KEYS: Final[Tuple[str, ...]] = INPUT_KEYS + OUTPUT_KEYS + TOTAL_KEYS
 
 
 def _count(value: Any) -> Optional[int]:
