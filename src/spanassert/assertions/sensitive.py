@@ -192,6 +192,7 @@ class NoSensitiveDataAssertion(Assertion):
     def __init__(self, test_id: str, index: int, values: Dict[str, Any], ctx: BuildContext) -> None:
         super().__init__(test_id, index, values, ctx)
         self.names = expand(values.get("detectors") or ["all"])
+        self._names_text = ", ".join(self.names)  # for messages, made once
         self.scanner = scanner(self.names)
         # The one-test clearance of a recorded text (cleared_as_recorded): an attribute so that a
         # test can count the scans (tests/test_serve_precheck_reuse.py); the product never changes it.
@@ -340,7 +341,7 @@ class NoSensitiveDataAssertion(Assertion):
             return Outcome.inconclusive(f"{state.open} call(s) had not ended when the episode closed")
         if not state.scanned and episode.decidable:
             return Outcome.not_applicable("nothing was recorded to scan in this episode")
-        return settled(f"no {', '.join(self.names)} found in {state.scanned} value(s)", episode,
+        return settled(f"no {self._names_text} found in {state.scanned} value(s)", episode,
                        so_far=f"nothing found in {state.scanned} value(s)")
 
 

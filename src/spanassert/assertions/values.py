@@ -29,7 +29,7 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-_blake2b = hashlib.blake2b
+_blake2b: Final = hashlib.blake2b
 
 
 def digest(text: str) -> bytes:
@@ -90,7 +90,7 @@ def canonical_bytes(value: Any) -> bytes:
     return out
 
 
-_pack_key = struct.Struct("<q").pack
+_pack_key: Final = struct.Struct("<q").pack
 
 
 def _normal_str(text: str) -> str:

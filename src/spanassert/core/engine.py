@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Final, List, Mapping, Optional, Sequence, Tuple
 
 from ..config.model import Config, require_runnable
 from ..mapping import ROLE_AGENT, ROLE_OTHER, ROLE_STEP, ROLE_TOOL, Mapper
@@ -54,7 +54,7 @@ from .plan import Plans, overrides
 from .precheck import EarlyCheck
 from .results import EpisodeResult, Violation
 
-_clock = time.perf_counter
+_clock: Final = time.perf_counter
 
 
 class Engine(EarlyCheck):

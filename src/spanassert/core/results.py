@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import field, fields
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Final, List, Optional, Tuple
 
 from .model import CloseReason, Verdict, worst
 from .records import record
@@ -78,7 +78,7 @@ class AssertionResult:
         return f"AssertionResult({self.test_id!r}, {self.assertion_type}, {self.verdict.value}, {self.message!r})"
 
 
-_new = object.__new__
+_new: Final = object.__new__
 
 
 def assertion_result(test_id: str, assertion_type: str, index: int, name: Optional[str], verdict: Verdict,
