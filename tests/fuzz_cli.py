@@ -396,3 +396,68 @@ def serve_problems(address: str, body: bytes, content_type: str, encoding: Optio
         if not message:
             return [f"status {status} with an empty message"]
     return []
+
+
+# -- rules files ------------------------------------------------------------------------------------
+
+RULES_FILES = [RULES, ROOT / "examples" / "openinference-rules.yaml"]
+YAML_VALUES = [
+    "!!python/object/apply:os.system ['true']", "!!binary aGk=", "!!set {a, b}", "!!omap [a: 1]",
+    "!!timestamp 2001-12-14", "!!float 1", "!!str 1", "&a x", "*a", "*undefined", "9" * 5000, "9" * 30, ".inf",
+    "-.inf", ".nan", "1e999", "0x1F",
+    "0o17", "1:30", "2001-12-14", "~", "null", "yes", "no", "''", '"\\e[31m\\n"', '"\\u202e"', '"\\x00"', "[]", "{}",
+    "[[[[[[[[[[[[[[]]]]]]]]]]]]]]", "{a: {b: {c: {}}}}", "'(a+)+$'", "'[z-a]'", "'(?P<x'", "a" * 5000, "- x", "? x",
+    "{type: trace_max_steps, max: 1}", "[1, 2, 3]", "{<<: {type: x}}", "-1", "0", "1.5", "true", "{$ref: '#/x'}",
+    "{$ref: 'http://x'}", "/etc/passwd", "../../etc/passwd",
+]
+YAML_KEYS = ["1", "~", "[a]", "yes", "<<", '"\\e"', "x" * 300, "id", "type", "tests"]
+
+
+def mutate_rules(rng: random.Random) -> str:
+    """A real rules file with hostile YAML values (tags, aliases, huge or odd numbers, dates, control
+    characters, deep nesting, bad regexes, schema refs) or keys spliced in, or lines repeated."""
+    lines = rng.choice(RULES_FILES).read_text(encoding="utf-8").split("\n")
+    for _ in range(rng.randint(1, 3)):
+        places = [i for i, line in enumerate(lines) if re.search(r":\s+\S", line) and not line.lstrip().startswith("#")]
+        r = rng.random()
+        if places and r < 0.75:
+            i = rng.choice(places)
+            m = re.match(r"^(\s*(?:- )?[^:#]+:\s+)(.*)$", lines[i])
+            if m:
+                lines[i] = m.group(1) + rng.choice(YAML_VALUES)
+        elif places and r < 0.9:
+            i = rng.choice(places)
+            m = re.match(r"^(\s*(?:- )?)([^:#]+)(:.*)$", lines[i])
+            if m:
+                lines[i] = m.group(1) + rng.choice(YAML_KEYS) + m.group(3)
+        else:
+            lines.insert(rng.randrange(len(lines)), lines[rng.randrange(len(lines))])
+    return "\n".join(lines) + "\n"
+
+
+def rules_problems(text: str, untrusted: bool = False) -> List[str]:
+    """What is wrong with loading ``text``: [] when it gives a Config, or a ConfigError whose every
+    error is a specific code with a line and a fix, no longer than a screen, printed without raw
+    controls."""
+    from spanassert.config import Config, ConfigError, load_config
+
+    try:
+        result = load_config(text, untrusted=untrusted)
+    except ConfigError as exc:
+        problems = []
+        for d in exc.diagnostics:
+            shown = d.format()
+            if d.code == "E_INTERNAL" or not d.code.startswith(("E_", "W_")):
+                problems.append(f"not a specific code: {shown[:300]}")
+            if d.severity == "error" and d.line is None:
+                problems.append(f"no line: {shown[:300]}")
+            if d.severity == "error" and not d.hint:
+                problems.append(f"no fix: {shown[:300]}")
+            if len(shown) > 2000:
+                problems.append(f"{len(shown)} characters: {shown[:200]}")
+            if UNSAFE.search(shown.replace("\n", "")):
+                problems.append(f"raw control characters: {shown[:200]!r}")
+        return problems
+    except BaseException as exc:  # noqa: BLE001 - the property being checked
+        return ["".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-1500:]]
+    return [] if isinstance(result, Config) else [f"load_config returned {type(result).__name__}"]

@@ -130,3 +130,10 @@ def test_a_tool_name_with_a_bidi_override_drafts_without_raw_controls() -> None:
     data = _recorded_with('"name":"execute_tool ', '"name":"execute_tool \\u202e')
     data = data.replace(b'"stringValue":"lookup_order"', b'"stringValue":"\\u202elookup_order"')
     assert init_problems(data) == []
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_rules_files_with_hostile_values_load_or_are_refused_specifically(seed: int) -> None:
+    from fuzz_cli import mutate_rules, rules_problems
+
+    assert rules_problems(mutate_rules(random.Random(seed)), untrusted=bool(seed % 2)) == []

@@ -119,6 +119,15 @@ def test_mutated_request_bodies_get_answers_and_serve_stays_healthy(sizes: Any) 
         rx.stop()
 
 
+def test_rules_files_with_hostile_values_load_or_are_refused_specifically(sizes: Any) -> None:
+    import random
+
+    from fuzz_cli import mutate_rules, rules_problems
+
+    _seeded("fuzz: hostile values in rules files", sizes.pick(40, 3000),
+            lambda seed: rules_problems(mutate_rules(random.Random(seed)), untrusted=bool(seed % 2)))
+
+
 def test_a_gzip_bomb_line_is_bounded_and_the_lines_after_it_are_read(sizes: Any, tmp_path: Any) -> None:
     """A gzip file holding one line past the reader's bound (1 GiB; short runs lower it) between
     valid lines: one specific error at its line, every other span read, memory bounded by twice the

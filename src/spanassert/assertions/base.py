@@ -135,7 +135,9 @@ class BuildContext:
         try:
             compiled = re.compile(pattern, flags)
         except (re.error, TypeError) as exc:
-            self.error("E_CFG_REGEX", f"invalid regex {pattern!r}: {exc}", field=field)
+            self.error("E_CFG_REGEX", f"invalid regex {pattern!r}: {exc}", field=field,
+                       hint="fix the regular expression (Python `re` syntax); write it in single quotes so YAML "
+                            "keeps its backslashes")
             return None
         self.warn_regex_risk(pattern, field=field, flags=flags)
         return compiled
@@ -218,10 +220,11 @@ class BuildContext:
                 SCHEMAS.put(("checked", key), validator)
             return validator
         except jsonschema.exceptions.SchemaError as exc:
-            from .schema_hints import explain_schema_error
+            from .schema_hints import explain_schema_error, schema_error_hint
 
             where, message = explain_schema_error(exc)
-            self.error("E_CFG_SCHEMA", f"invalid JSON Schema: {message}", field=_field_below(field, where))
+            self.error("E_CFG_SCHEMA", f"invalid JSON Schema: {message}", field=_field_below(field, where),
+                       hint=schema_error_hint(exc))
             return None
         except Exception as exc:  # noqa: BLE001 - any bad schema is a config error, never a crash
             self.error("E_CFG_SCHEMA", f"invalid JSON Schema: {exc}", field=field)

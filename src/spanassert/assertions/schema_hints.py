@@ -75,6 +75,25 @@ def misspelt_keywords(schema: Any) -> List[Tuple[KeyPath, str, str]]:
     return out
 
 
+def schema_error_hint(exc: Any) -> str:
+    """How to fix a ``jsonschema.exceptions.SchemaError`` (the fix line of its E_CFG_SCHEMA)."""
+    expected = exc.validator_value if exc.validator == "type" else None
+    if exc.validator == "type" and expected in ("object", ["object", "boolean"]):
+        return "write a schema as a mapping of keywords, e.g. `{type: string}` (or `true` for any value)"
+    if exc.validator == "type" and expected == "array":
+        return "write a list, e.g. `[order_id, amount]`"
+    if exc.validator == "type" and expected == "string":
+        return "write text (quote it if YAML would read it as another type)"
+    if exc.validator == "minimum":
+        return f"write a number of at least {exc.validator_value}"
+    if exc.validator == "uniqueItems":
+        return "list each item once"
+    path = tuple(exc.absolute_path)
+    if (path and path[-1] == "type") or (len(path) >= 2 and path[-2] == "type"):
+        return "write one of the JSON types, e.g. `type: string`, or a list of them"
+    return "fix that keyword's value (each keyword's form: https://json-schema.org/understanding-json-schema)"
+
+
 def explain_schema_error(exc: Any) -> Tuple[KeyPath, str]:
     """(path below the schema, message) for a ``jsonschema.exceptions.SchemaError``."""
     path: KeyPath = tuple(exc.absolute_path)

@@ -107,7 +107,9 @@ class _Loader(AssertionBuilder):
     def check_mapping(self, value: Any, path: KeyPath, fields: Mapping[str, Field], what: str, *,
                       extension_keys: bool = False, ignored: Iterable[str] = ()) -> Optional[Dict[str, Any]]:
         if not isinstance(value, dict):
-            self.report.error(codes.E_CFG_TYPE, f"{what} must be a mapping, not {kind_of(value)}", path)
+            self.report.error(codes.E_CFG_TYPE, f"{what} must be a mapping, not {kind_of(value)}", path,
+                              hint="write `key: value` lines under it (or `{key: value}`); allowed keys: "
+                                   + ", ".join(sorted(fields)))
             return None
         ignored_set = set(ignored)
         for p in field_problems(

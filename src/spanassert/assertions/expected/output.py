@@ -236,7 +236,8 @@ class JsonSchemaCheck(OutputCheck):
                 self.schema = inline
         else:
             ctx.error(E_CFG_VACUOUS, "`json_schema` needs a schema: give `json_schema` or `schema_file`",
-                      field="json_schema")
+                      field="json_schema", hint="e.g. `json_schema: {type: object, required: [status]}`, or "
+                                                "`schema_file: answer.schema.json`")
             return
         self.validator = ctx.compile_schema(self.schema, field="json_schema")
 

@@ -77,7 +77,8 @@ def _operand_problem(value: Any, schema: Mapping[str, Any]) -> Optional[str]:
 def parse_rule(spec: Any, ctx: BuildContext, field: str, aliases: Optional[Mapping[str, Any]] = None) -> Optional[Rule]:
     """Parse one rule mapping; problems go to ``ctx.error`` (and None is returned)."""
     if not isinstance(spec, Mapping):
-        ctx.error(E_CFG_RULE, f"a rule must be a mapping with a `type`, got {type(spec).__name__}", field=field)
+        ctx.error(E_CFG_RULE, f"a rule must be a mapping with a `type`, got {type(spec).__name__}", field=field,
+                  hint="write each rule as a mapping, e.g. `- {type: before, first: search, then: refund}`")
         return None
     kind = spec.get("type")
     if not isinstance(kind, str) or kind not in RULE_KINDS:
@@ -97,7 +98,8 @@ def parse_rule(spec: Any, ctx: BuildContext, field: str, aliases: Optional[Mappi
         elif p.kind == MISSING_KEY:
             ctx.error(E_CFG_RULE, f"`{kind}` rule needs `{p.key}`", field=field, hint=p.field.doc if p.field else None)
         elif p.problem is not None:
-            ctx.error(E_CFG_RULE, f"`{kind}` rule `{p.key}`: {p.problem[1]}", field=f"{field}.{p.key}")
+            ctx.error(E_CFG_RULE, f"`{kind}` rule `{p.key}`: {p.problem[1]}", field=f"{field}.{p.key}",
+                      hint=p.problem[3] or (p.field.doc if p.field else None))
     if not ok:
         return None
     values: Dict[str, Any] = {name: spec.get(name, fld.default) for name, fld in cls.fields.items()}
