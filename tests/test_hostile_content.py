@@ -27,6 +27,10 @@ RULES = {
     "flow": "{type: trace_no_flow, from: {tool: lookup}, to: {tool: send}, min_length: 8}",
     "flow-path": "{type: trace_no_flow, from: {tool: lookup, path: contact}, to: {tool: send}, min_length: 8}",
     "repeat": "{type: trace_no_repeat, max: 1, cycle_length: 0}",
+    "args": "{type: trace_args_valid, tool: send, schema: {properties: {amount: {maximum: 100}}}}",
+    "nested-args": ("{type: trace_args_valid, tool: send, schema: {properties: {pay: {properties: "
+                    "{amount: {maximum: 100}}}}}}"),
+    "result": "{type: trace_tool_result, tool: send, assert: ['json.status == \"ok\"']}",
 }
 
 CARD = "4111 1111 1111 1111"
@@ -75,6 +79,38 @@ CASES: Dict[str, Tuple[str, List[Call], str]] = {
     "repeat with escaped non-ASCII and key order": (
         "repeat", [("search", '{"q": "caf\u00e9", "n": 2}', None), ("search", '{"n": 2, "q": "café"}', None)],
         "failed"),
+    # A key written twice with different values: parsers disagree on which one the call carried
+    # (last wins in Python, JavaScript and Go; first wins in others; some refuse it). A failure on
+    # the last value stands; otherwise another reading could break the rule: never a pass.
+    "argument repeated, the first value over the maximum": (
+        "args", [("send", '{"amount": 5000, "amount": 5}', None)], "inconclusive"),
+    "argument repeated, the last value over the maximum": (
+        "args", [("send", '{"amount": 5, "amount": 5000}', None)], "failed"),
+    "argument repeated with the same value": ("args", [("send", '{"amount": 5, "amount": 5}', None)], "passed"),
+    "argument repeated after a colon in a string": (
+        "args", [("send", '{"url": "https://x.example/a:b", "amount": 5000, "amount": 5}', None)], "inconclusive"),
+    "argument repeated after an escaped colon": (
+        "args", [("send", '{"note": "a\\u003ab", "amount": 5000, "amount": 5}', None)], "inconclusive"),
+    "argument repeated, spaced before its colon": (
+        "args", [("send", '{"amount" : 5000, "amount" : 5}', None)], "inconclusive"),
+    "argument repeated in a nested object": (
+        "nested-args", [("send", '{"pay": {"amount": 5000, "amount": 5}}', None)], "inconclusive"),
+    "nested object repeated": (
+        "nested-args", [("send", '{"pay": {"amount": 5000}, "pay": {"amount": 5}}', None)], "inconclusive"),
+    "card in an argument repeated": (
+        "pii", [("send", json.dumps({"note": CARD})[:-1] + ', "note": "hi"}', None)], "failed"),
+    "source result with its key repeated": (
+        "flow-path", _lookup_then_send('{"contact": "' + MAIL + '", "contact": "nobody"}', {"to": MAIL}),
+        "inconclusive"),
+    "source result with a key repeated inside its MCP text content": (
+        "flow", _lookup_then_send({"content": [{"type": "text", "text": '{"contact": "' + MAIL
+                                                + '", "contact": "nobody at all"}'}]}, {"to": "nobody at all"}),
+        "failed"),
+    "source result with a key repeated inside its MCP text content, the other value sent": (
+        "flow", _lookup_then_send({"content": [{"type": "text", "text": '{"contact": "' + MAIL
+                                                + '", "contact": "nobody at all"}'}]}, {"to": MAIL}),
+        "inconclusive"),
+    "result key repeated": ("result", [("send", "{}", '{"status": "failed", "status": "ok"}')], "inconclusive"),
 }
 
 

@@ -132,3 +132,48 @@ def test_a_calls_arguments_read_the_same_with_either_parser(monkeypatch: pytest.
         slow = _call_reads(text, params)
         monkeypatch.setattr(toolcall, "_fast_loads", msgspec.json.Decoder().decode)
         assert _call_reads(text, params) == slow, text
+
+
+# -- keys repeated in an object (parsers disagree on which value holds) --------------------------
+_KEYS = st.sampled_from(["a", "b", "a:b", ":", "é", "u003a"])
+_LEAVES = st.one_of(st.integers(-3, 3), st.sampled_from(["x", "x:y", "::", "\\u003a", "é", ""]), st.none())
+
+
+def _text(value: Any, draw: Any) -> str:
+    """``value`` written as JSON, objects as lists of pairs (so a key may repeat), with odd spacing
+    around colons and colons sometimes escaped as \\u003a."""
+    if isinstance(value, tuple):  # an object: ((key, value), ...)
+        sep = draw(st.sampled_from([":", " : ", ":\n"]))
+        return "{" + ",".join(_text(k, draw) + sep + _text(v, draw) for k, v in value) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_text(v, draw) for v in value) + "]"
+    if isinstance(value, str):
+        text = json.dumps(value)
+        return text.replace(":", "\\u003a") if draw(st.booleans()) else text
+    return json.dumps(value)
+
+
+_VALUES = st.recursive(_LEAVES, lambda inner: st.one_of(
+    st.lists(inner, max_size=3),
+    st.lists(st.tuples(_KEYS, inner), max_size=4).map(tuple)), max_leaves=12)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_repeated_keys_are_found_exactly_whatever_the_text_holds(data: Any) -> None:
+    text = _text(data.draw(_VALUES), data.draw)
+    value = json.loads(text)
+    exact = toolcall._differing_repeat(text)  # every pair kept: the reference
+    assert toolcall.repeats_keys(text, value) is exact, text
+
+
+@pytest.mark.parametrize(("text", "repeats"), [
+    ('{"amount": 5000, "amount": 5}', True), ('{"amount": 5, "amount": 5}', False),
+    ('{"a": "x:y", "b": 1}', False), ('{"a": "x:y", "b": 1, "b": 2}', True),
+    ('{"a": "x\\u003ay", "b": 1, "b": 2}', True), ('{"a": "x\\u003ay", "b": 1}', False),
+    ('[{"a": 1}, {"a": 1, "a": [2]}]', True), ('{"p": {"a": 1}, "p": {"a": 1}}', False),
+    ('{"a" : 1 , "a" : 2}', True), ('"a:b"', False), ('[1, 2]', False), ('{"a": true, "a": 1}', True),
+    ('{"a": 1, "a": 1.0}', True),
+])
+def test_repeated_keys_with_different_values(text: str, repeats: bool) -> None:
+    assert toolcall.repeats_keys(text, json.loads(text)) is repeats

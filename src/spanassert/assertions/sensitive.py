@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Final, List, Optional, Tuple, Union
 
 from ..core.model import CONTENT_OK, CONTENT_UNPARSABLE, EpisodeView, Failure, Outcome, ToolCall
+from ..core.toolcall import AMBIGUOUS_ARGUMENTS, AMBIGUOUS_RESULT
 from .base import NEED_ARGUMENTS, NEED_FINAL_OUTPUT, NEED_RESULT, Assertion, BuildContext, Field
 from .call_checks import RareFactsHolder, call_ref, settled
 from .detectors import DETECTOR_NAMES, Scanner, expand, scan, scanner
@@ -292,6 +293,12 @@ class NoSensitiveDataAssertion(Assertion):
             hit, complete = None, True
         else:
             hit, complete = find_in_value(value, self.scanner)
+        if (hit is None and call.ambiguous
+                and call.ambiguous & (AMBIGUOUS_ARGUMENTS if part == "arguments" else AMBIGUOUS_RESULT)
+                and type(recorded) is str and len(recorded) <= MAX_MATCH_CHARS):
+            # A key repeated with different values: the values the decoding dropped are in the text.
+            found = scan(recorded, self.names)
+            hit, complete = ((found, "$ (a repeated key's other value)") if found else None), False
         if memo is not None and key is not None:
             memo[key] = (recorded, hit, complete)
         return hit, complete

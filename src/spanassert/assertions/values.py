@@ -14,7 +14,7 @@ import struct
 import unicodedata
 from typing import Any, Callable, Dict, Final, Iterable, Iterator, List, Optional, Tuple
 
-from ..core.toolcall import CONTENT_OK, decode_content
+from ..core.toolcall import CONTENT_OK, decode_content, repeats_keys
 
 # A walk stops after this many leaves or this depth; the caller learns it was cut.
 MAX_LEAVES: Final = 10_000
@@ -264,7 +264,8 @@ class Walk:
     """The leaves of a value (strings, numbers, booleans, nulls) or its objects, with their paths,
     under an optional selecting path; ``cut`` is True afterwards when a bound stopped the walk
     early. A string holding a JSON object or array is a leaf, and its value is walked too (below
-    the string's path, one level deeper: :func:`json_inside`)."""
+    the string's path, one level deeper: :func:`json_inside`); ``cut`` is True too when such a
+    string repeats a key with different values (only the last was walked)."""
 
     __slots__ = ("cut",)
 
@@ -300,6 +301,8 @@ class Walk:
             if type(node) is str and (node[:1] in _OPENERS or node[:1].isspace()):
                 inner = json_inside(node)
                 if inner is not None:
+                    if repeats_keys(node, inner):
+                        self.cut = True  # a key repeated with another value: not every reading seen
                     stack.append((path, inner, depth + 1))
 
     def objects(self, value: Any, select: Tuple[str, ...] = ()) -> Iterator[Tuple[List[Any], Dict[Any, Any]]]:
@@ -327,6 +330,8 @@ class Walk:
             elif type(node) is str:
                 inner = json_inside(node)
                 if inner is not None:
+                    if repeats_keys(node, inner):
+                        self.cut = True  # a key repeated with another value: not every reading seen
                     stack.append((path, inner, depth + 1))
                 continue
             else:

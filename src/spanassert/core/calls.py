@@ -35,6 +35,7 @@ from .model import (
 )
 from .plan import Slot, ToolPlan
 from .results import Violation
+from .toolcall import AMBIGUOUS_ARGUMENTS, AMBIGUOUS_RESULT
 from .verdicts import violation_of
 
 MAX_TOOL_NAMES: Final = 4096  # distinct tool names the engine keeps one string of (names come from spans)
@@ -65,10 +66,14 @@ def _reuse_precheck(prechecked: Dict[str, Dict[str, ToolCall]], call: ToolCall) 
             and type(early._args) is dict and not early._args_bound
             and (raw is early._args_raw or (type(raw) is str and raw == early._args_raw))):
         call._args, call._args_state, call._args_bound = early._args, CONTENT_OK, False
+        if early.ambiguous & AMBIGUOUS_ARGUMENTS:
+            call.ambiguous |= AMBIGUOUS_ARGUMENTS
     raw = call._result_raw
     if (raw is not None and call._result_state is None and early._result_state is not None
             and (raw is early._result_raw or (type(raw) is str and raw == early._result_raw))):
         call._result, call._result_state = early._result, early._result_state
+        if early.ambiguous & AMBIGUOUS_RESULT:
+            call.ambiguous |= AMBIGUOUS_RESULT
 
 
 class CallsAndSteps(EpisodeLifecycle):
@@ -315,6 +320,8 @@ class CallsAndSteps(EpisodeLifecycle):
                 f = handler(st, call)
                 if f is not None:
                     self._fail(ep, plan.slots[i], f, call.span_id)
+        if call.ambiguous:
+            ep.ambiguous |= call.ambiguous  # read by the rules above: their passes are no passes
         call.memo = None  # read by the rules of its start and end only
 
     def _finish_call(self, tp: ToolPlan, call: ToolCall, attributes: Mapping[str, Any],
@@ -474,6 +481,8 @@ class CallsAndSteps(EpisodeLifecycle):
             if reason is not None:
                 self.sink.unreadable(reason, call.name)
             give_call(ep, tp.end, call, self._fail, late=True, out=out)
+            if call.ambiguous:
+                ep.ambiguous |= call.ambiguous
         self._step(ep, span_id, True, out)  # a tool call is a step (trace_max_steps)
         self._late_time(ep, start_ns, end_ns, span_id, out)
         ep.marks = None

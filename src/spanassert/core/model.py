@@ -181,7 +181,7 @@ class ViewMore:
     be a second slot per episode."""
 
     __slots__ = ("final_output", "final_output_state", "embeddings", "calls_dropped", "incomplete",
-                 "results_truncated", "late_calls", "unreadable_calls", "order_ties", "time_backwards",
+                 "results_truncated", "late_calls", "unreadable_calls", "order_ties", "time_backwards", "ambiguous",
                  "reported", "traces", "inner_usage", "at_close", "in_flight", "reopened", "seen")
 
     def __init__(self) -> None:
@@ -195,6 +195,7 @@ class ViewMore:
         self.unreadable_calls = 0
         self.order_ties = 0
         self.time_backwards = False
+        self.ambiguous = 0
         # The engine's (see Episode):
         self.reported: Optional[Set[Tuple[int, Optional[str]]]] = None
         self.traces: Optional[Set[str]] = None
@@ -319,6 +320,18 @@ class EpisodeView:
     def results_truncated(self, value: int) -> None:
         if value != 0 or self.more is not None:
             self._side().results_truncated = value
+
+    # ToolCall.ambiguous bits of the episode's calls (content that repeats a JSON key with
+    # different values): rules judged the last value; no rule that reads such content passes.
+    @property
+    def ambiguous(self) -> int:
+        more = self.more
+        return 0 if more is None else more.ambiguous
+
+    @ambiguous.setter
+    def ambiguous(self, value: int) -> None:
+        if value != 0 or self.more is not None:
+            self._side().ambiguous = value
 
     # Calls that arrived after the episode closed: safety rules judge them; a liveness rule that
     # was met without them, and that more calls could break, is no longer a pass.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Callable, ClassVar, Dict, Final, Optional, Tuple
+from typing import Any, Callable, ClassVar, Dict, Final, List, Optional, Tuple
 
 
 class _Missing:
@@ -122,6 +122,85 @@ def decode_content(raw: Any) -> Tuple[Any, str]:
     return raw, CONTENT_OK
 
 
+# ToolCall.ambiguous bits: recorded JSON that repeats a key in an object with different values.
+AMBIGUOUS_ARGUMENTS = 1
+AMBIGUOUS_RESULT = 2
+
+
+def repeats_keys(text: str, value: Any) -> bool:
+    """Whether the JSON ``text`` (``value``: what a parser that keeps the last of repeated keys read
+    of it) repeats a key within an object with values that differ: parsers disagree on what it
+    says (Python, JavaScript and Go keep the last, others the first, strict ones refuse it).
+
+    Cheap when it does not: every key is followed by a colon, so a text with no more colons than
+    the top object has keys repeats none; without ``\\u`` escapes (the only way to write a colon
+    that is not one), it repeats none exactly when its colons number the decoded keys plus the
+    colons in the decoded strings (a repeated pair drops its key and every colon inside it). Only
+    past those, it is parsed again keeping every pair."""
+    kind = type(value)
+    if kind is dict:
+        colons = text.count(":")
+        if colons == len(value):
+            return False
+    elif kind is list:
+        colons = text.count(":")
+        if not colons:
+            return False
+    else:
+        return False
+    if "\\u" not in text and _keys_and_colons(value) == colons:
+        return False
+    return _differing_repeat(text)
+
+
+def _keys_and_colons(value: Any) -> int:
+    """Keys of every object in ``value`` plus the colons of every string in it (keys included)."""
+    n = 0
+    stack = [value]
+    pop = stack.pop
+    push = stack.append
+    while stack:
+        v = pop()
+        kind = type(v)
+        if kind is dict:
+            for k, item in v.items():
+                n += 1
+                if type(k) is str:
+                    n += k.count(":")
+                push(item)
+        elif kind is list:
+            for item in v:
+                push(item)
+        elif kind is str:
+            n += v.count(":")
+    return n
+
+
+class _Repeated(Exception):
+    pass
+
+
+def _no_differing_repeat(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for k, v in pairs:
+        # As written, not as Python compares (true == 1, 1 == 1.0): a schema tells them apart.
+        if k in out and json.dumps(out[k], sort_keys=True) != json.dumps(v, sort_keys=True):
+            raise _Repeated()
+        out[k] = v
+    return out
+
+
+def _differing_repeat(text: str) -> bool:
+    """Parse ``text`` again keeping every pair: whether an object repeats a key with another value."""
+    try:
+        json.loads(text, object_pairs_hook=_no_differing_repeat)
+    except _Repeated:
+        return True
+    except (ValueError, RecursionError):
+        return True  # read once, not twice: not one reading
+    return False
+
+
 def bind_arguments(value: Any, params: Optional[Tuple[str, ...]]) -> Any:
     """Recorded arguments that are not an object, as the object of named arguments they stand for,
     or None when that cannot be known.
@@ -196,6 +275,7 @@ class ToolCall:
         "result_truncated",
         "tool_plan",
         "memo",
+        "ambiguous",
     )
 
     def __init__(
@@ -243,6 +323,9 @@ class ToolCall:
         # record of the same span (serve's early check, then its assembled trace: see
         # Engine.precheck). None (the default, live and replay): nothing is kept.
         self.memo: Optional[Dict[Any, Any]] = None
+        # AMBIGUOUS_ARGUMENTS / AMBIGUOUS_RESULT: that content, as decoded, repeats a key with
+        # different values (repeats_keys): rules judge the last value; a pass on it is no pass.
+        self.ambiguous = 0
 
     def finish(
         self,
@@ -282,13 +365,46 @@ class ToolCall:
             else:
                 if type(value) is dict:
                     self._args, self._args_state, self._args_bound = value, CONTENT_OK, False
+                    # At most one colon per key: no key repeated (the common case, one count).
+                    if raw.count(":") != len(value) and repeats_keys(raw, value):
+                        self.ambiguous |= AMBIGUOUS_ARGUMENTS
+                    elif self.ambiguous:
+                        self.ambiguous &= ~AMBIGUOUS_ARGUMENTS
                     return
         value, state = decode_content(raw)
+        self._note_repeats(AMBIGUOUS_ARGUMENTS, raw, value if state == CONTENT_OK else None)
         bound = None
         if state == CONTENT_OK and not isinstance(value, dict):
             bound = bind_arguments(value, self.params)
         self._args_bound = bound is not None
         self._args, self._args_state = (bound if bound is not None else value), state
+
+    def _note_repeats(self, bit: int, raw: Any, value: Any) -> None:
+        """Set ``bit`` of ``ambiguous`` when the recorded text ``raw`` read as ``value`` repeats a key
+        with different values (:func:`repeats_keys`), clear it otherwise."""
+        if type(raw) is not str:
+            raw = bytes(raw).decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else None
+        if raw is not None and value is not None and repeats_keys(raw, value):
+            self.ambiguous |= bit
+        elif self.ambiguous & bit:
+            self.ambiguous &= ~bit
+
+    def _decode_result(self) -> None:
+        raw = self._result_raw
+        value, state = decode_content(raw)
+        self._result, self._result_state = value, state
+        if type(raw) is str:
+            if state != CONTENT_OK:
+                pass
+            elif type(value) is dict:
+                if raw.count(":") == len(value):  # at most one colon per key: none repeated (one count)
+                    value = None
+            elif type(value) is not list or ":" not in raw:
+                value = None
+        elif not isinstance(raw, (bytes, bytearray)):
+            value = None
+        if value is not None or self.ambiguous:
+            self._note_repeats(AMBIGUOUS_RESULT, raw, value if state == CONTENT_OK else None)
 
     def set_params(self, params: Optional[Tuple[str, ...]]) -> None:
         """The tool's recorded parameter names (None: unknown); arguments are bound again."""
@@ -351,14 +467,14 @@ class ToolCall:
     @property
     def result(self) -> Any:
         if self._result_state is None:
-            self._result, self._result_state = decode_content(self._result_raw)
+            self._decode_result()
         return self._result if self._result_state == CONTENT_OK else MISSING
 
     @property
     def result_state(self) -> str:
         if self._result_state is None:
-            self._result, self._result_state = decode_content(self._result_raw)
-        return self._result_state
+            self._decode_result()
+        return self._result_state  # type: ignore[return-value]  # decoded just above: a state, never None
 
     @property
     def result_text(self) -> Optional[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Dict, Final, List, Optional, Sequence, Tuple
 
-from ..assertions.base import NEED_RESULT
+from ..assertions.base import NEED_ARGUMENTS, NEED_RESULT
 from .episode import (
     INCOMPLETE_JUDGING_FAILED,
     INCOMPLETE_OPENING_NOT_JUDGED,
@@ -22,6 +22,7 @@ from .episode import (
 from .model import CloseReason, EpisodeView, Failure, Outcome, ToolCall, Verdict
 from .plan import Plan, Slot
 from .results import AssertionResult, EpisodeResult, Violation, assertion_result, episode_result
+from .toolcall import AMBIGUOUS_ARGUMENTS, AMBIGUOUS_RESULT
 
 # Enum members read once (reading one off its class costs a descriptor call each time).
 _PASSED, _FAILED, _NOT_APPLICABLE = Verdict.PASSED, Verdict.FAILED, Verdict.NOT_APPLICABLE
@@ -160,7 +161,7 @@ class Verdicts:
         # Whether some evidence was not seen: only then can a pass be downgraded (see _downgrade).
         unseen = reason is _INTERNAL_ERROR or (not plain and bool(
             view.incomplete or view.late_calls or view.unreadable_calls or in_flight or view.results_truncated
-            or view.calls_dropped or view.order_ties))
+            or view.calls_dropped or view.order_ties or view.ambiguous))
         # The outcomes of the rules no call, step or span time reached (their state never made),
         # decided once per plan and close reason (see Assertion.untouched_close_shared). Only
         # when nothing is incomplete: then these rules read nothing else of the episode.
@@ -269,6 +270,17 @@ class Verdicts:
         if view.results_truncated and NEED_RESULT in a.needs:
             return Verdict.INCONCLUSIVE, (
                 f"{view.results_truncated} tool result(s) were cut to max_argument_bytes: the rest was not checked")
+        ambiguous = view.ambiguous
+        if ambiguous:
+            read = None
+            if ambiguous & AMBIGUOUS_ARGUMENTS and NEED_ARGUMENTS in a.needs:
+                read = "arguments"
+            elif ambiguous & AMBIGUOUS_RESULT and NEED_RESULT in a.needs:
+                read = "result"
+            if read is not None:
+                return Verdict.INCONCLUSIVE, (
+                    f"a tool call's recorded {read} repeat a JSON key with different values: the last one was "
+                    "judged, and a reader that takes another (the first, as some parsers do) could break this rule")
         if view.calls_dropped and slot.content_needed:
             return Verdict.INCONCLUSIVE, f"{view.calls_dropped} in-flight call(s) were dropped (bound reached)"
         return Verdict.PASSED, message
