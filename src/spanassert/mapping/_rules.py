@@ -19,6 +19,25 @@ _NAME_KEYS: Final = ("span_name", "span_name_prefix", "span_name_suffix")
 Getter = Callable[[str], Any]
 
 
+def name_text(value: Any) -> Tuple[bool, Optional[str]]:
+    """A name attribute (a tool's name) as ``(readable, text)``: a string as it is, bytes as UTF-8;
+    absent or blank: ``(True, None)`` (the next source is read). A list, a number, a boolean or
+    bytes that are not UTF-8: ``(False, None)``: readers disagree on its text (``str()`` of the
+    SDK's tuple and of a decoder's list differ; a boolean is ``True`` or ``true``), so the call has
+    no name (unreadable: no pass stands on it) and no later source names it."""
+    if type(value) is str:
+        return True, value if value.strip() else None
+    if value is None:
+        return True, None
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            text = bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return False, None
+        return True, text if text.strip() else None
+    return False, None
+
+
 def _same(got: Any, want: Any, want_text: str) -> bool:
     if got is None:
         return False
@@ -91,14 +110,15 @@ class CompiledRule:
             return False
         return self.matches_attributes(get)
 
-    def tool_name_from(self, name: str, get: Getter) -> Optional[str]:
+    def tool_name_from(self, name: str, get: Getter) -> Tuple[bool, Optional[str]]:
+        """``(readable, tool name)`` as this rule reads it (:func:`name_text`)."""
         if self.tool_name:
-            value = get(self.tool_name)
-            if value is not None and value != "":
-                return str(value)
+            readable, text = name_text(get(self.tool_name))
+            if text is not None or not readable:
+                return readable, text
         if self.tool_name_from_span:
-            return name or None
-        return None
+            return True, name or None
+        return True, None
 
 
 def _opt_str(value: Any) -> Optional[str]:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Final, Iterable, List, Mapping, Optional
 
 from ..config.model import MappingRule
 from . import _content as content
-from ._rules import ROLE_OTHER, ROLE_STEP, ROLE_TOOL, CompiledRule, Getter, compile_rules
+from ._rules import ROLE_OTHER, ROLE_STEP, ROLE_TOOL, CompiledRule, Getter, compile_rules, name_text
 from .conventions import (
     AGENT_PREFIXES,
     ARGUMENT_SOURCES,
@@ -243,13 +243,13 @@ class Mapper:
     def _tool_name(self, name: str, get: Getter) -> Optional[str]:
         rule = self._rule_for(name, get) if self._rules else None
         if rule is not None:
-            found = rule.tool_name_from(name, get)
-            if found is not None:
+            readable, found = rule.tool_name_from(name, get)
+            if found is not None or not readable:
                 return found
         for key in (GENAI_TOOL_NAME, OI_TOOL_NAME, TL_ENTITY_NAME):
-            found = _text(get(key))
-            if found is not None:
-                return found
+            readable, found = name_text(get(key))
+            if found is not None or not readable:
+                return found  # not text (a list, a number): no name, and no later source names it
         if name.startswith(TOOL_PREFIX):
             return _text(name[len(TOOL_PREFIX) :].strip())
         if name.endswith(".tool"):
