@@ -6,7 +6,7 @@ Two ways an agent goes round in circles, both judged incrementally:
   escapes, ``1`` / ``1.0`` / ``1e0``, ``0`` / ``-0.0`` and the Unicode normal form of strings do not
   matter; :func:`~.values.equal_value`) more than ``max`` times in the episode, or within any ``window``
   consecutive calls. Judged when a call's arguments are known (its span end), in that order, and
-  failed at the call that goes over. State: a 64-bit keyed hash (:func:`~.values.call_key`)
+  failed at the call that goes over. State: a 64-bit keyed hash (:func:`~.values.call_key`, an integer)
   and a count per distinct call, at most :data:`MAX_DISTINCT_CALLS` of them (episode-wide) or
   ``window`` of them (windowed); past the cap new calls are not counted, and a pass becomes
   ``inconclusive``.
@@ -18,6 +18,7 @@ Two ways an agent goes round in circles, both judged incrementally:
 """
 from __future__ import annotations
 
+import struct
 from collections import deque
 from typing import Any, Callable, Deque, Dict, Final, List, Optional, Tuple, Union
 
@@ -34,7 +35,10 @@ MAX_DISTINCT_CALLS: Final = 4096
 MAX_WINDOW: Final = 10_000
 MAX_CYCLE_LENGTH: Final = 8
 _SMALL: Final = 64  # windows up to this many calls are packed in one bytearray
-_DIGEST_SIZE = 8  # bytes of a call_key
+_DIGEST_SIZE: Final = 8  # bytes of a call_key (a signed 64-bit integer) packed in a small window's ring
+_KEY: Final = struct.Struct("<q")
+_pack_key: Final = _KEY.pack
+_pack_into: Final = _KEY.pack_into
 
 
 def _ordinal(n: int) -> str:
@@ -58,11 +62,11 @@ class NoRepeatState(RareFactsHolder):
     def __init__(self, window: Optional[int], cycle_length: int) -> None:
         small = bool(window) and window <= _SMALL  # type: ignore[operator]  # window is set when small is tested
         # The episode-wide counts, or a large window's; a small window counts in `recent` itself.
-        self.counts: Optional[Dict[bytes, int]] = None if small else {}
+        self.counts: Optional[Dict[int, int]] = None if small else {}
         # The digests of the last `window` calls: a small window's packed in one bytearray of
         # `window` 8-byte places, filled in turn (a ring), a large one's in a deque (its first block
         # is about 600 bytes per episode).
-        self.recent: Union[bytearray, Deque[bytes], None] = (
+        self.recent: Union[bytearray, Deque[int], None] = (
             None if not window else bytearray(window * _DIGEST_SIZE) if small else deque())
         self.checked = 0
         self.names: Tuple[str, ...] = ()  # the last `cycle_length` tool names
@@ -129,7 +133,7 @@ class NoRepeatAssertion(Assertion):
         self.needs = frozenset((NEED_ARGUMENTS,))
         # What a call is counted by: values.call_key of (tool, arguments). An attribute so that a
         # test can give colliding keys (tests/test_assertions_loops.py); the product never changes it.
-        self.key_of: Callable[[str, Any], Optional[bytes]] = call_key
+        self.key_of: Callable[[str, Any], Optional[int]] = call_key
 
     def ineffective_reason(self) -> Optional[str]:
         why = unreachable(self.max)
@@ -216,18 +220,20 @@ class NoRepeatAssertion(Assertion):
         if isinstance(recent, bytearray):
             # The ring's places in use hold the digests of the last min(checked, window) calls.
             at = ((state.checked - 1) % (self.window or 1)) * _DIGEST_SIZE
+            digest = _pack_key(key)
             # Not anywhere in the ring before this call takes its place (at any offset: places not
             # yet used, the place it takes, and matches straddling two places included): after it,
             # this call's place is its only occurrence, and one call is never over `max` (at least
-            # 1). One `in` costs less than the two bounded finds it saves (their arguments are parsed).
-            alone = key not in recent
-            recent[at:at + _DIGEST_SIZE] = key
+            # 1). One unbounded find (not `in`, which first tries the needle as an integer and
+            # clears the TypeError) instead of the two bounded finds after the write.
+            alone = recent.find(digest) == -1
+            _pack_into(recent, at, key)
             if alone:
                 return None
             end = state.checked * _DIGEST_SIZE
             if end > len(recent):
                 end = len(recent)
-            n = _occurrences(recent, key, end)
+            n = _occurrences(recent, digest, end)
         elif recent is not None:
             counts = state.counts
             assert counts is not None

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import struct
 import unicodedata
 from typing import Any, Callable, Dict, Final, Iterable, Iterator, List, Optional, Tuple
 
@@ -90,9 +89,6 @@ def canonical_bytes(value: Any) -> bytes:
     return out
 
 
-_pack_key: Final = struct.Struct("<q").pack
-
-
 def _normal_str(text: str) -> str:
     return text if text.isascii() else unicodedata.normalize("NFC", text)
 
@@ -153,45 +149,56 @@ def _equal_value(value: Any, depth: int) -> Any:
     return value
 
 
-def _integral_float_in(value: Any, depth: int) -> bool:
-    """Whether ``value`` holds a float equal to an integer (or nests deeper than MAX_DEPTH, where
-    :func:`equal_value` decides); by types, not by the text, which is cheaper than one search of it."""
+def _plain_numbers(value: Any, depth: int) -> bool:
+    """Whether every float in ``value`` has a fraction and is finite (an integral one is made an
+    integer by :func:`equal_value`; msgspec writes a non-finite one as ``null``) and it nests no
+    deeper than MAX_DEPTH; False also for a subclass of a JSON type (:func:`equal_value` decides).
+    By types, not by the text: cheaper than one search of the encoded bytes."""
     t = type(value)
     if t is float:
-        return bool(value.is_integer())
+        f: float = value
+        return not f.is_integer() and f - f == 0.0  # inf - inf and nan - nan are nan
     if t is dict:
-        items: Iterable[Any] = value.values()
-    elif t is list or t is tuple:
-        items = value
-    else:
-        return isinstance(value, (dict, list, tuple, float))  # a subclass: let equal_value decide
-    if depth >= MAX_DEPTH:
+        if depth >= MAX_DEPTH:
+            return False
+        d: Dict[Any, Any] = value
+        for v in d.values():
+            tv = type(v)
+            if (tv is float or tv is dict or tv is list or tv is tuple) and not _plain_numbers(v, depth + 1):
+                return False
         return True
-    for v in items:
-        tv = type(v)
-        if tv is float:
-            if v.is_integer():
-                return True
-        elif (tv is dict or tv is list or tv is tuple) and _integral_float_in(v, depth + 1):
-            return True
-    return False
+    if t is list or t is tuple:
+        if depth >= MAX_DEPTH:
+            return False
+        items: Iterable[Any] = value
+        for v in items:
+            tv = type(v)
+            if (tv is float or tv is dict or tv is list or tv is tuple) and not _plain_numbers(v, depth + 1):
+                return False
+        return True
+    return not isinstance(value, (dict, list, tuple, float))
 
 
-def call_key(name: str, arguments: Any) -> Optional[bytes]:
-    """What ``trace_no_repeat`` counts a call by: eight bytes, equal for calls of one tool (its
-    exact name) whose arguments are equal values (:func:`equal_value`), from Python's own hash
+def call_key(name: str, arguments: Any) -> Optional[int]:
+    """What ``trace_no_repeat`` counts a call by: a 64-bit integer, equal for calls of one tool
+    (its exact name) whose arguments are equal values (:func:`equal_value`), Python's own hash
     (SipHash, keyed at random per process) of the name and the arguments' canonical bytes. Two
     different calls share a key about once in 2**64 pairs, which can make the rule fail, never
-    pass. The arguments are made equal values only when they hold a number with no fraction or
-    their canonical bytes a non-ASCII character: most arguments are encoded once. None when they are
-    nested too deeply to be made equal values (:func:`equal_value`)."""
-    out = canonical_bytes(arguments)
-    if not out.isascii() or _integral_float_in(arguments, 0):
-        value = equal_value(arguments)
-        if value is None and arguments is not None:
-            return None
-        out = canonical_bytes(value)
-    return _pack_key(hash((name, out)))
+    pass. The arguments are made equal values only when they hold a float with no fraction (or not
+    finite) or their canonical bytes a non-ASCII character: most arguments are encoded once, as
+    :func:`canonical_bytes` encodes them (its test for a non-finite float is this walk's). None when
+    they are nested too deeply to be made equal values."""
+    if _plain_numbers(arguments, 0):
+        try:
+            out = (_canonical_fast or _fast_encoder())(arguments)
+        except Exception:  # noqa: BLE001 - as canonical_bytes
+            out = _canonical_bytes_json(arguments)
+        if out.isascii():
+            return hash((name, out))
+    value = equal_value(arguments)
+    if value is None and arguments is not None:
+        return None
+    return hash((name, canonical_bytes(value)))
 
 
 def parse_path(path: Optional[str]) -> Tuple[str, ...]:
