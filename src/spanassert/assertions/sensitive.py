@@ -289,7 +289,10 @@ class NoSensitiveDataAssertion(Assertion):
             got = memo.get(key)
             if got is not None and got[0] is recorded:
                 return got[1], got[2]
-        if self.clears_whole(recorded, self.scanner):
+        clears_whole = self.clears_whole
+        # (The product's test called directly: a compiled build then makes a native call.)
+        if (cleared_as_recorded(recorded, self.scanner) if clears_whole is cleared_as_recorded
+                else clears_whole(recorded, self.scanner)):
             hit, complete = None, True
         else:
             hit, complete = find_in_value(value, self.scanner)
