@@ -181,10 +181,25 @@ def _callbacks(traces: Any, links: Dict[int, int], queued: Dict[int, int], backg
     slow: List[Any] = []
     failed: List[Any] = []
     exports = [Recorder()] if exports is None else exports
-    start, end = sdk.fast_callbacks(lambda s, ctx: slow.append(("start", s)), lambda s: slow.append(("end", s)),
+
+    def to_full(kind: str, s: Any, head: Any) -> None:
+        # A span the callbacks read and found a marker key on comes with what sdk.head reads of it
+        # (the full path then reads nothing again); every other span with None.
+        assert head is None or (type(head) is tuple and head == sdk.head(s)), (kind, head)
+        slow.append((kind, s))
+        heads.append((kind, s, head))
+
+    heads: List[Any] = []
+    start, end = sdk.fast_callbacks(lambda s, ctx, head: to_full("start", s, head),
+                                    lambda s, head: to_full("end", s, head),
                                     traces, links, queued, background, exports, plain, MARKER_KEYS,
                                     lambda kind, exc: failed.append(kind), max_links)
+    _HEADS[:] = []
+    _HEADS.append(heads)
     return start, end, slow, exports, failed
+
+
+_HEADS: List[Any] = []  # the last _callbacks' (kind, span, head) calls of the full path
 
 
 def test_the_fast_path_answers_only_for_a_plain_local_span() -> None:
@@ -232,13 +247,15 @@ def test_the_fast_path_answers_only_for_a_plain_local_span() -> None:
         assert links == {}
         assert (slow == [("end", local)]) is to_full and (exports[0].ended == [local]) is not to_full
 
-    # Every other span: the full path, at both ends.
+    # Every other span: the full path, at both ends; a local span with a marker key (genai) with its
+    # fields as sdk.head reads them, the others to be read there.
     plain_view = PublicOnly(plain)
     for s in (remote, genai, named, plain_view):
         start, end, slow, exports, _ = _callbacks(set(), {}, {})
         start(s)
         end(s)
         assert slow == [("start", s), ("end", s)] and exports[0].ended == []
+        assert [h is not None for _, _, h in _HEADS[0]] == [s is genai, s is genai], s
 
     def broken(name: str, attributes: Any) -> bool:
         raise RuntimeError("injected")

@@ -182,32 +182,35 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
             return
         ref = weakref.ref(self)
 
-        def slow_start(span: Span, parent_context: Any) -> None:
+        def slow_start(span: Span, parent_context: Any, head: Any) -> None:
             me = ref()
             if me is not None:
-                AssertionSpanProcessor.on_start(me, span, parent_context)
+                AssertionSpanProcessor.on_start(me, span, parent_context, head)
 
-        def slow_end(span: ReadableSpan) -> None:
+        def slow_end(span: ReadableSpan, head: Any) -> None:
             me = ref()
             if me is not None:
-                AssertionSpanProcessor.on_end(me, span)
+                AssertionSpanProcessor.on_end(me, span, head)
 
         own["on_start"], own["on_end"] = sdk.fast_callbacks(
             slow_start, slow_end, self._tracked, self._links, self._queue.traces, self._background, self._export,
             surely_other, MARKER_KEYS, self._sink.internal_error, _MAX_POSITIONED)
 
     # -- SpanProcessor ------------------------------------------------------------------------------
-    def on_start(self, span: Span, parent_context: Any = None) -> None:
+    def on_start(self, span: Span, parent_context: Any = None, _head: Any = None) -> None:
         # The full path. Most spans (plain spans of traces no episode follows, plain child spans of
-        # followed traces) are answered before it, by the instance's on_start (sdk.fast_callbacks).
+        # followed traces) are answered before it, by the instance's on_start (sdk.fast_callbacks),
+        # which passes a span with a marker key on with its fields read (_head: sdk.head(span)).
         items: Optional[List[Any]] = None
         try:
-            tid, sid, attrs, name, pid, remote = sdk.head(span)
+            tid, sid, attrs, name, pid, remote = _head if _head is not None else sdk.head(span)
             if not self._limit_read:
                 # The provider's attribute value length limit (one per provider): read once.
                 self._value_limit = sdk.value_limit(span)
                 self._limit_read = True
-            role = ROLE_OTHER if self._conventions and surely_other(name, attrs) else self._marked_role(name, attrs)
+            # A span with a marker key (_head given) is surely no plain span: the mapper decides.
+            role = (ROLE_OTHER if _head is None and self._conventions and surely_other(name, attrs)
+                    else self._marked_role(name, attrs))
             if role == ROLE_OTHER:
                 if tid not in self._tracked:
                     if remote:
@@ -305,13 +308,14 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
             if self._background:
                 marks[sid] = AT_START_OTHER
 
-    def on_end(self, span: ReadableSpan) -> None:
+    def on_end(self, span: ReadableSpan, _head: Any = None) -> None:
         # The full path (see on_start).
         out: Optional[SpanOutcome] = None
         items: Optional[List[Any]] = None
         try:
             links = self._links
-            tid, sid, attrs, name, pid, remote = sdk.head(span)
+            head = _head if _head is not None else sdk.head(span)
+            tid, sid, attrs, name, pid, remote = head
             if links and sid in links:
                 if self._plain(name, attrs):
                     # A plain child span that no GenAI span started below: the engine never
@@ -337,18 +341,18 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
                     # trace queued: its end is cheap to take in here, cheaper than handing it to
                     # the worker (see _end_inline).
                     try:
-                        out, items = self._evaluate_unqueued(span)
+                        out, items = self._evaluate_unqueued(span, head)
                     finally:
                         self._lock.release()
                 else:
                     if self._background:
                         helped: List[Any] = []
-                        queued = self._enqueue(span, sid, pid, remote, tid, attrs, name, helped)
+                        queued = self._enqueue(span, sid, pid, remote, tid, attrs, name, helped, head)
                         if helped:
                             self._sink.run_deferred(helped)
                         if queued:
                             return
-                    out, items = self._evaluate_end_locked(span)
+                    out, items = self._evaluate_end_locked(span, head)
             else:
                 if sdk.dropped(span):
                     # A plain span of a trace no episode follows (yet) that lost attributes to the
@@ -418,8 +422,9 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
         if results and not self._export:
             self._roots.write_closed(results)
 
-    def _evaluate_end(self, span: ReadableSpan) -> Optional[SpanOutcome]:
-        tid, sid, attrs, name, pid, remote = sdk.head(span)
+    def _evaluate_end(self, span: ReadableSpan, head: Any = None) -> Optional[SpanOutcome]:
+        # head: sdk.head(span), read when the span ended (on_end); an ended span does not change.
+        tid, sid, attrs, name, pid, remote = head if head is not None else sdk.head(span)
         if not self._export:
             self._roots.discard(sid)
         if tid not in self._tracked:

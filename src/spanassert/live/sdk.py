@@ -91,8 +91,9 @@ def head(span: Any) -> Tuple[int, int, Mapping[str, Any], str, Optional[int], bo
             False if up is None else bool(up.is_remote))
 
 
-def fast_callbacks(slow_start: Callable[[Any, Any], None], slow_end: Callable[[Any], None], traces: Container[int],
-                   links: Dict[int, int], queued: Mapping[Any, int], background: bool, exports: Sequence[Any],
+def fast_callbacks(slow_start: Callable[[Any, Any, Any], None], slow_end: Callable[[Any, Any], None],
+                   traces: Container[int], links: Dict[int, int], queued: Mapping[Any, int], background: bool,
+                   exports: Sequence[Any],
                    plain: Callable[[str, Mapping[str, Any]], bool], markers: Sequence[str],
                    failed: Callable[[str, BaseException], None], max_links: int,
                    ) -> Tuple[Callable[..., None], Callable[[Any], None]]:
@@ -111,8 +112,11 @@ def fast_callbacks(slow_start: Callable[[Any, Any], None], slow_end: Callable[[A
       events (span limits) goes the full way, which marks its episode incomplete (or leaves a note
       for the one that opens for its trace later).
     - Any other span, and one that cannot be read cheaply (no private fields: another SDK
-      version, a wrapper) or whose reading raised, goes to ``slow_start`` / ``slow_end``, the
-      processor's full path, which reads it through :func:`head`.
+      version, a wrapper) or whose reading raised, goes to ``slow_start(span, parent_context,
+      None)`` / ``slow_end(span, None)``, the processor's full path, which reads it through
+      :func:`head`; a span with a marker key whose fields were read here goes with what
+      :func:`head` would return (``slow_start(span, parent_context, head)``, ``slow_end(span,
+      head)``): the full path then reads nothing again, and knows the span is no plain one.
 
     ``plain(name, attributes)`` is asked once per span name (``plain(name, {})``, its name test;
     plain names are remembered, at most ``MAX_NAMES``), and the attributes are tested here for
@@ -134,6 +138,7 @@ def fast_callbacks(slow_start: Callable[[Any, Any], None], slow_end: Callable[[A
         return True
 
     def on_start(span: Any, parent_context: Any = None) -> None:
+        known: Any = None
         try:
             c = span._context
             p = span._parent
@@ -141,21 +146,24 @@ def fast_callbacks(slow_start: Callable[[Any, Any], None], slow_end: Callable[[A
                 a = span._attributes._dict
                 name = span._name
                 # The markers first: a GenAI span that has one is settled without its name test.
-                if (not (k1 in a or k2 in a or k3 in a or k4 in a or k5 in a)
-                        and (name in names or plain_name(name))):
-                    if c[0] not in traces:
-                        return
-                    if p is not None:
-                        if len(links) >= max_links:
-                            links.clear()  # spans that never ended; children below them lose their agent
-                        links[c[1]] = p[1]
-                        return
+                if not (k1 in a or k2 in a or k3 in a or k4 in a or k5 in a):
+                    if name in names or plain_name(name):
+                        if c[0] not in traces:
+                            return
+                        if p is not None:
+                            if len(links) >= max_links:
+                                links.clear()  # spans that never ended; children below them lose their agent
+                            links[c[1]] = p[1]
+                            return
+                elif type(a) is dict:
+                    known = (c[0], c[1], a, name, None if p is None else p[1], False)  # as head(span)
         except Exception:  # noqa: BLE001 -- the full path reads the span again and counts what it raises
-            pass
-        slow_start(span, parent_context)
+            known = None
+        slow_start(span, parent_context, known)
 
     def on_end(span: Any) -> None:
         done = False
+        known: Any = None
         try:
             c = span._context
             p = span._parent
@@ -163,8 +171,10 @@ def fast_callbacks(slow_start: Callable[[Any, Any], None], slow_end: Callable[[A
                 at = span._attributes
                 a = at._dict
                 name = span._name
-                if (not (k1 in a or k2 in a or k3 in a or k4 in a or k5 in a)
-                        and (name in names or plain_name(name))):
+                if k1 in a or k2 in a or k3 in a or k4 in a or k5 in a:
+                    if type(a) is dict:
+                        known = (c[0], c[1], a, name, None if p is None else p[1], False)  # as head(span)
+                elif name in names or plain_name(name):
                     sid = c[1]
                     # Of a span whose SDK dropped attributes, events or an event's attributes (span
                     # limits, as :func:`dropped` counts them: a plain span
@@ -181,8 +191,9 @@ def fast_callbacks(slow_start: Callable[[Any, Any], None], slow_end: Callable[[A
                         done = c[0] not in traces
         except Exception:  # noqa: BLE001 -- the full path reads the span again and counts what it raises
             done = False
+            known = None
         if not done:
-            slow_end(span)
+            slow_end(span, known)
             return
         for x in exports:
             try:

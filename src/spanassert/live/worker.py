@@ -20,7 +20,7 @@ import collections
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..core.engine import Engine, SpanOutcome
 from ..mapping import ROLE_OTHER
@@ -39,7 +39,9 @@ RECHECK_S = 0.25
 # taking, the lock and the loop cost once per batch, not once per span end.
 WORK_BATCH = 16
 
-Item = Tuple[Any, int, Any, Any]  # (span, bytes, barrier key or NO_BARRIER, trace id)
+# (span, bytes, barrier key or NO_BARRIER, trace id, sdk.head(span) as read when it ended: an ended span
+# does not change, and the worker then does not read it again)
+Item = Tuple[Any, int, Any, Any, Any]
 SPAN_OVERHEAD_BYTES = 512  # a queued span's own objects, beyond its string attribute values
 # How a span's start was taken into account (background mode), read when it ends.
 AT_START_PLACED = 0  # a call, step or folded span, positioned at its start
@@ -50,10 +52,13 @@ ALL = object()  # _run_queue: every queued end, whatever its trace
 
 
 class EndQueue:
-    """Span ends for the worker (see the module docstring). ``cond`` guards every field."""
+    """Span ends for the worker (see the module docstring). ``cond`` guards every field: held as
+    ``with lock`` (its lock: ``Condition.__enter__`` is a Python call that only enters it, and every
+    queued end takes the lock four or five times), waited on and notified as ``cond``."""
 
     def __init__(self, max_items: int, max_bytes: int) -> None:
-        self.cond = threading.Condition(threading.Lock())
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
         self.items: collections.deque[Item] = collections.deque()
         self.max_items = max(1, int(max_items))
         self.max_bytes = max(1, int(max_bytes))
@@ -83,7 +88,7 @@ class EndQueue:
         """Queue ``item``: True; False when there is no worker (``alive()`` is false); None when the
         queue stayed full for a while (the caller may help, then try again)."""
         cond = self.cond
-        with cond:
+        with self.lock:
             if not alive():
                 return False
             q = self.items
@@ -134,13 +139,13 @@ class EndQueue:
         return item
 
     def take_now(self) -> Optional[Item]:
-        with self.cond:
+        with self.lock:
             return self.take()
 
     def take_some(self, n: int) -> List[Item]:
         """Up to ``n`` next items, in order (:meth:`take`, under one hold of ``cond``)."""
         out: List[Item] = []
-        with self.cond:
+        with self.lock:
             while len(out) < n:
                 item = self.take()
                 if item is None:
@@ -157,14 +162,20 @@ class EndQueue:
 
     def done(self, item: Item) -> None:
         """``item`` (taken) was evaluated and handed on."""
-        with self.cond:
-            self.inflight -= 1
-            tid = item[3]
-            n = self.traces.get(tid, 0) - 1
-            if n > 0:
-                self.traces[tid] = n
-            else:
-                self.traces.pop(tid, None)
+        self.done_all((item,))
+
+    def done_all(self, items: Sequence[Item]) -> None:
+        """:meth:`done` for each of ``items``, under one hold of the lock."""
+        traces = self.traces
+        with self.lock:
+            self.inflight -= len(items)
+            for item in items:
+                tid = item[3]
+                n = traces.get(tid, 0) - 1
+                if n > 0:
+                    traces[tid] = n
+                else:
+                    traces.pop(tid, None)
             if self.waiting and not self.items and not self.inflight:
                 self.cond.notify_all()
 
@@ -175,7 +186,7 @@ class EndQueue:
 
         deadline = time.monotonic() + timeout_s
         cond = self.cond
-        with cond:
+        with self.lock:
             if self.idle and self.items:
                 self.idle = False
                 cond.notify()
@@ -193,7 +204,7 @@ class EndQueue:
             return True
 
     def wake(self) -> None:
-        with self.cond:
+        with self.lock:
             self.cond.notify_all()
 
 
@@ -202,7 +213,7 @@ def start_worker(owner: Any, queue: EndQueue, stop: threading.Event) -> threadin
     condition. Holds ``owner`` weakly (a dropped processor ends its worker). Never dies of an
     exception: each is counted with ``owner._sink.internal_error``."""
     ref = weakref.ref(owner)
-    cond = queue.cond
+    cond, lock = queue.cond, queue.lock
 
     def loop() -> None:
         gather = False
@@ -219,7 +230,7 @@ def start_worker(owner: Any, queue: EndQueue, stop: threading.Event) -> threadin
                 if me._work_once():
                     continue
                 del me
-                with cond:
+                with lock:
                     if queue.items or stop.is_set():
                         continue
                     queue.idle = True
@@ -256,8 +267,8 @@ class QueuedEnds:
     def _forward(self, span: ReadableSpan, out: Optional[SpanOutcome]) -> None:
         raise NotImplementedError  # the processor's: hand a span on to the wrapped processors (see _hand_on)
 
-    def _evaluate_end(self, span: ReadableSpan) -> Optional[SpanOutcome]:
-        raise NotImplementedError  # the processor's: give a span end to the engine
+    def _evaluate_end(self, span: ReadableSpan, head: Any = None) -> Optional[SpanOutcome]:
+        raise NotImplementedError  # the processor's: give a span end to the engine (head: sdk.head(span))
 
     def _plain(self, name: str, attributes: Mapping[str, Any]) -> bool:
         raise NotImplementedError  # the processor's: no GenAI span
@@ -266,7 +277,7 @@ class QueuedEnds:
         raise NotImplementedError  # the processor's: the span's episode lost its evidence
 
     def _enqueue(self, span: ReadableSpan, sid: int, pid: Optional[int], remote: bool, tid: int,
-                 attrs: Mapping[str, Any], name: str, helped: List[Any]) -> bool:
+                 attrs: Mapping[str, Any], name: str, helped: List[Any], head: Any = None) -> bool:
         """Queue a span end for the worker; False when there is no worker (evaluate inline). The
         callbacks of queued ends this thread ran while it waited for room go to ``helped``."""
         mark = self._positioned.pop(sid, None)
@@ -281,7 +292,7 @@ class QueuedEnds:
         for v in attrs.values():
             if type(v) is str:
                 size += len(v)
-        item = (span, size, barrier, tid)
+        item = (span, size, barrier, tid, head)
         while True:
             queued = self._queue.put(item, self._worker_alive)
             if queued is not None:
@@ -298,9 +309,9 @@ class QueuedEnds:
                 "the evaluation worker thread is gone; span ends are evaluated on the agent's thread"))
         return False
 
-    def _run_item(self, span: ReadableSpan) -> Optional[SpanOutcome]:
+    def _run_item(self, span: ReadableSpan, head: Any = None) -> Optional[SpanOutcome]:
         try:
-            return self._evaluate_end(span)
+            return self._evaluate_end(span, head)
         except BaseException as exc:  # noqa: BLE001 - one bad item must not stop the others
             self._sink.internal_error("on_end", exc)
             self._judging_failed(span)
@@ -314,14 +325,14 @@ class QueuedEnds:
         budget = len(queue)
         while budget > 0:
             budget -= 1
-            with queue.cond:
+            with queue.lock:
                 if tid is not ALL and not queue.has_barrier(tid):
                     return
                 item = queue.take()
             if item is None:
                 return
             try:
-                self._hand_on(item, self._run_item(item[0]))
+                self._hand_on(item, self._run_item(item[0], item[4]))
             finally:
                 queue.done(item)
 
@@ -335,7 +346,7 @@ class QueuedEnds:
             item = self._queue.take_now()
             if item is not None:
                 try:
-                    self._hand_on(item, self._run_item(item[0]))
+                    self._hand_on(item, self._run_item(item[0], item[4]))
                 finally:
                     self._queue.done(item)
         finally:
@@ -360,16 +371,13 @@ class QueuedEnds:
                 for item in taken:
                     sink.deferred = []
                     try:
-                        outs.append(self._run_item(item[0]))
+                        outs.append(self._run_item(item[0], item[4]))
                     finally:
                         calls.append(sink.take_deferred())
         finally:
             try:
-                for i, item in enumerate(taken):
-                    try:
-                        self._hand_on(item, outs[i] if i < len(outs) else None)
-                    except BaseException as exc:  # noqa: BLE001, PERF203 -- the processor never raises into the application
-                        sink.internal_error("worker", exc)
+                if taken:
+                    self._hand_on_batch(taken, outs)
                 # The callbacks after every end of the batch is handed on: one that blocks (a webhook
                 # without a timeout) holds no taken end back from the export.
                 for deferred in calls:
@@ -379,9 +387,51 @@ class QueuedEnds:
                         except BaseException as exc:  # noqa: BLE001 -- the processor never raises into the application
                             sink.internal_error("worker", exc)
             finally:
-                for item in taken:  # done after the callbacks: a flush returns once they ran
-                    queue.done(item)
+                if taken:  # done after the callbacks: a flush returns once they ran
+                    queue.done_all(taken)
         return bool(taken)
+
+    def _hand_on_batch(self, taken: List[Item], outs: List[Optional[SpanOutcome]]) -> None:
+        """The worker's :meth:`_hand_on` for the ends it took under one hold of the queue's lock
+        (``taken``, contiguous in ``order``; ``outs`` their outcomes, fewer when evaluating stopped
+        early: None for the rest). When no thread is handing ends on and the first of them is next,
+        they are taken out of the order and handed on under one hold of the lock instead of two per
+        end; else each goes the general way. Whatever a hand-on raises is counted, and the ends
+        after it are still handed on."""
+        queue = self._queue
+        sink = self._sink
+        n = len(taken)
+        with queue.lock:
+            order = queue.order
+            mine = not queue.handing and bool(order) and order[0] is taken[0]
+            if mine:
+                for _ in range(n):
+                    order.popleft()
+                queue.handing = True
+        if not mine:
+            for i, item in enumerate(taken):
+                try:
+                    self._hand_on(item, outs[i] if i < len(outs) else None)
+                except BaseException as exc:  # noqa: BLE001, PERF203 -- the processor never raises into the application
+                    sink.internal_error("worker", exc)
+            return
+        for i, item in enumerate(taken):
+            try:
+                self._forward(item[0], outs[i] if i < len(outs) else None)
+            except BaseException as exc:  # noqa: BLE001, PERF203 -- the processor never raises into the application
+                sink.internal_error("worker", exc)
+        # Ends other threads took and evaluated meanwhile, parked behind these: handed on next.
+        with queue.lock:
+            nxt = queue.order
+            if not nxt or id(nxt[0]) not in queue.ready:
+                queue.handing = False
+                return
+            item = nxt.popleft()
+            out = queue.ready.pop(id(item))
+        try:
+            self._hand_on_from(item, out, True)
+        except BaseException as exc:  # noqa: BLE001 -- the processor never raises into the application
+            sink.internal_error("worker", exc)
 
     def _hand_on(self, item: Item, out: Optional[SpanOutcome]) -> None:
         """Hand a taken, evaluated span end on to the wrapped processors in the order the queue gave
@@ -392,7 +442,7 @@ class QueuedEnds:
         handed on is left (held) for the thread handing that one on, which hands it on next: no
         thread waits for another."""
         queue = self._queue
-        with queue.cond:
+        with queue.lock:
             if queue.handing or queue.order[0] is not item:
                 queue.ready[id(item)] = out
                 queue.hold(item)  # released by the thread that hands it on
@@ -422,7 +472,7 @@ class QueuedEnds:
     def _hand_on_stranded(self) -> None:
         """Hand on the ends an interrupted thread left waiting (:meth:`_stranded`), if any."""
         queue = self._queue
-        with queue.cond:
+        with queue.lock:
             first = self._stranded()
             if first is None:
                 return
@@ -441,7 +491,7 @@ class QueuedEnds:
                 finally:
                     if held:
                         queue.done(item)
-                with queue.cond:
+                with queue.lock:
                     order = queue.order
                     if not order or id(order[0]) not in queue.ready:
                         queue.handing = False
@@ -450,7 +500,7 @@ class QueuedEnds:
                     out = queue.ready.pop(id(item))
                     held = True
         except BaseException:
-            with queue.cond:
+            with queue.lock:
                 queue.handing = False  # the ends left are handed on by the next thread (_stranded)
             raise
 
@@ -511,23 +561,23 @@ class QueuedEnds:
         self._positioned.pop(sid, None)
         return True
 
-    def _evaluate_unqueued(self, span: ReadableSpan) -> Tuple[Optional[SpanOutcome], List[Any]]:
+    def _evaluate_unqueued(self, span: ReadableSpan, head: Any = None) -> Tuple[Optional[SpanOutcome], List[Any]]:
         """Evaluate a span end under the engine lock (held by the caller), leaving the queue alone."""
         self._sink.deferred = []
         try:
-            out = self._evaluate_end(span)
+            out = self._evaluate_end(span, head)
         finally:
             items = self._sink.take_deferred()
         return out, items
 
-    def _evaluate_end_locked(self, span: ReadableSpan) -> Tuple[Optional[SpanOutcome], List[Any]]:
+    def _evaluate_end_locked(self, span: ReadableSpan, head: Any = None) -> Tuple[Optional[SpanOutcome], List[Any]]:
         """Evaluate a span end inline: under the engine lock, after anything still queued."""
         with self._lock:
             self._sink.deferred = []
             if self._queue.items:
                 self._run_queue(ALL)
             try:
-                out = self._evaluate_end(span)
+                out = self._evaluate_end(span, head)
             finally:
                 items = self._sink.take_deferred()
         return out, items
