@@ -101,3 +101,20 @@ def test_time_window_keeps_only_the_episodes_inside_it(files: "tuple[Path, Path]
     assert doc["summary"]["episodes"] == 0 and doc["violations"] == []
     bad = spanassert(str(traces), "-c", str(rules), "--since", "yesterday")
     assert bad.returncode == 2 and "ISO 8601" in bad.stderr
+
+
+def test_times_and_job_counts_out_of_range_are_usage_errors_that_say_the_range(files: "tuple[Path, Path]") -> None:
+    # fuzz8: `--since 1e400` ended in an OverflowError traceback with exit 1 (a "failed" run);
+    # `--since 1e22` and `--until -5` said "--since is after --until; swap them" with one of them
+    # not given; `--jobs 99999999999999999999` went on forking processes.
+    rules, traces = files
+    for args, said in [(("--since", "1e400"), "'1e400' is out of range: Unix seconds from 0 (1970) to 18446744073"),
+                       (("--since", "1e22"), "'1e22' is out of range"), (("--until", "-5"), "'-5' is out of range"),
+                       (("--until", "9999-01-01"), "'9999-01-01' is out of range: a time from 1970 to 2554"),
+                       (("--jobs", "99999999999999999999"), "at most 256 processes, got 99999999999999999999")]:
+        proc = spanassert(str(traces), "-c", str(rules), *args)
+        assert proc.returncode == 2, proc.stderr
+        assert said in proc.stderr and "Traceback" not in proc.stderr and "swap them" not in proc.stderr
+    # The widest window there is still judges everything.
+    proc = spanassert(str(traces), "-c", str(rules), "--since", "0", "--until", "2554-01-01", "--format", "json")
+    assert proc.returncode == 1 and json.loads(proc.stdout)["summary"]["episodes"] == 2

@@ -36,14 +36,23 @@ EXIT_INTERRUPTED = 130
 PROG = "spanassert replay"
 
 
+_LAST_NS = 2 ** 64 - 1  # the last time an OTLP span can hold (fixed64 ns since the epoch: 2554-07-21)
+
+
 def _timestamp(text: str) -> int:
-    """Unix seconds or ISO 8601 -> ns since the epoch."""
+    """Unix seconds or ISO 8601 -> ns since the epoch, in the range of an OTLP time (1970 to 2554)."""
     import datetime as _dt
 
     try:
-        return int(float(text) * 1e9)
+        seconds = float(text)
     except ValueError:
-        pass
+        seconds = None
+    if seconds is not None and seconds == seconds:  # a number (NaN is not one: it is read as a date, and refused)
+        ns = seconds * 1e9
+        if not 0 <= ns <= _LAST_NS:  # infinity included ('1e400' ended in an OverflowError traceback)
+            raise argparse.ArgumentTypeError(f"{text!r} is out of range: Unix seconds from 0 (1970) to "
+                                             f"{_LAST_NS // 10 ** 9} (2554), e.g. 1764520800")
+        return int(ns)
     try:
         value = _dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
@@ -51,7 +60,16 @@ def _timestamp(text: str) -> int:
             f"expected Unix seconds (1764520800) or an ISO 8601 time (2026-11-30T16:40:00Z), got {text!r}") from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=_dt.timezone.utc)
-    return int(value.timestamp() * 1e9)
+    ns = int(value.timestamp() * 1e9)
+    if not 0 <= ns <= _LAST_NS:
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range: a time from 1970 to 2554, "
+                                         "e.g. 2026-11-30T16:40:00Z")
+    return ns
+
+
+# More processes than this is a typo, not a plan: each one reads the whole input (an unchecked
+# `--jobs 99999999999999999999` forked until the machine refused).
+MAX_JOBS = 256
 
 
 def _positive_int(text: str) -> int:
@@ -61,6 +79,14 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if n < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _jobs(text: str) -> int:
+    n = _positive_int(text)
+    if n > MAX_JOBS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_JOBS} processes, got {n}; this machine has "
+                                         f"{os.cpu_count() or 1} CPU(s): --jobs {os.cpu_count() or 1} is a good start")
     return n
 
 
@@ -95,7 +121,7 @@ def add_replay_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--settle-spans", type=_positive_int, default=DEFAULT_SETTLE_SPANS, metavar="N",
                    help=f"spans read after a trace's root before the trace is judged complete "
                         f"(default {DEFAULT_SETTLE_SPANS}); raise it when one trace's spans are far apart in the input")
-    p.add_argument("--jobs", "-j", type=_positive_int, default=1, metavar="N",
+    p.add_argument("--jobs", "-j", type=_jobs, default=1, metavar="N",
                    help="judge the input in N processes, each taking a share of the traces (every process reads "
                         "all the input); the report is the same as with one. Needs trace-keyed episodes "
                         "(default 1)")
@@ -270,7 +296,7 @@ def _run(args: argparse.Namespace) -> int:
     window = None
     if args.since is not None or args.until is not None:
         window = (args.since if args.since is not None else 0,
-                  args.until if args.until is not None else 2 ** 63 - 1)
+                  args.until if args.until is not None else _LAST_NS)
         if window[0] > window[1]:
             return _error("--since is after --until; swap them")
 
