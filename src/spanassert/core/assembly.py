@@ -190,8 +190,6 @@ def feed_trace(engine: Engine, records: List[SpanRecord],
 
             engine.sink.overflow(OVERFLOW_TRACE_SPANS)
         engine.begin_trace(trace_id, gaps, root_seen, outside)
-    start_span = engine.start_span
-    end_span = engine.end_span
     for i in order:
         if i < n:
             r = records[i]
@@ -199,16 +197,18 @@ def feed_trace(engine: Engine, records: List[SpanRecord],
             if t >= engine.idle_deadline:
                 engine.tick(t)
             # Positional (role None: start_span reads it): a compiled engine takes keywords on a slower path.
-            start_span(r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes, t, r.resource, None,
-                       r.parent_span_id is None)
+            # Called on the engine, not through a bound method held in a local: compiled, that is a direct
+            # native call (no boxing of the arguments, no argument parsing).
+            engine.start_span(r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes, t, r.resource, None,
+                              r.parent_span_id is None)
         else:
             i -= n
             r = records[i]
             t = r.end_ns
             if t >= engine.idle_deadline:
                 engine.tick(t)
-            out = end_span(r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes, r.start_ns, t,
-                           r.status_code, r.events, r.parent_span_id is None, r.resource)
+            out = engine.end_span(r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes, r.start_ns, t,
+                                  r.status_code, r.events, r.parent_span_id is None, r.resource)
             if out is not None and on_outcome is not None:
                 on_outcome(r, out)
     if not root_seen:

@@ -5,15 +5,16 @@ directly; the protobuf runtime already guarantees types, so only the ids need ch
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Final, List, Optional
 
 from spanassert.core.model import NO_EVENTS, SpanEvent, SpanRecord
 from spanassert.otlp.issues import SpanDecodeError, repeated_key
 
-_ZERO_TRACE = bytes(16)
-_ZERO_SPAN = bytes(8)
-_new_record = SpanRecord.__new__
-_ABSENT: Any = object()  # a parent id not seen yet in the block
+# Final: C statics in the compiled build (any other module-level name is a dict lookup at each use).
+_ZERO_TRACE: Final = bytes(16)
+_ZERO_SPAN: Final = bytes(8)
+_new_record: Final = SpanRecord.__new__
+_ABSENT: Final[Any] = object()  # a parent id not seen yet in the block
 
 
 def decode_any_proto(v: Any) -> Any:
