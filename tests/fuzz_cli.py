@@ -17,7 +17,7 @@ the Collector's length-prefixed frames and gzip'd JSON Lines. Mutators:
 
 The properties (``replay_problems``, ``init_problems``, ``serve_problems``): the process never
 tracebacks nor reports an internal error; `replay` exits 0, 1 or 2 (docs/running.md); no raw control
-character reaches the text report or stderr; a damaged file (one that reports an input issue) never
+character reaches stdout (text or JSON report) or stderr; a damaged file (one that reports an input issue) never
 turns a rule that failed or was inconclusive on the undamaged file into `passed`; `init` writes a
 draft that loads; serve answers every request with a status below 500 (or 503) and stays healthy.
 """
@@ -313,11 +313,11 @@ def replay_problems(data: bytes, suffix: str, rules: Path = RULES) -> List[str]:
                 problems.append(f"{fmt}: {err[-800:]}")
             if re.search(r'"internal_errors": [1-9]|"close_reason": "internal_error"', out):
                 problems.append(f"{fmt}: a trace was closed by an internal error")
+            for stream, text in (("stdout", out), ("stderr", err)):
+                raw = UNSAFE.findall(text)
+                if raw:
+                    problems.append(f"{fmt}: raw control characters on {stream}: {raw[:5]!r}")
             if fmt == "text":
-                for stream, text in (("stdout", out), ("stderr", err)):
-                    raw = UNSAFE.findall(text)
-                    if raw:
-                        problems.append(f"text: raw control characters on {stream}: {raw[:5]!r}")
                 continue
             try:
                 doc = json.loads(out)

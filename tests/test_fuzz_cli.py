@@ -137,3 +137,28 @@ def test_rules_files_with_hostile_values_load_or_are_refused_specifically(seed: 
     from fuzz_cli import mutate_rules, rules_problems
 
     assert rules_problems(mutate_rules(random.Random(seed)), untrusted=bool(seed % 2)) == []
+
+
+def test_c1_and_bidi_characters_in_a_tool_name_are_escaped_in_the_json_report_too() -> None:
+    # fuzz8: `replay --format json` (json.dumps(ensure_ascii=False)) printed U+009B (an 8-bit CSI
+    # to some terminals), U+202E, U+0085 and U+2028 from a tool name raw on stdout. They are now
+    # \\u escapes: the same document once parsed.
+    import json
+
+    from fuzz_cli import run_cli
+
+    data = RECORDED.read_bytes().replace(b"track_shipment", b"track_shipment\\u009b2J\\u202eX\\u0085\\u2028")
+    assert replay_problems(data, ".jsonl") == []
+    import os
+    import tempfile
+
+    fd, path = tempfile.mkstemp(suffix=".jsonl")
+    os.write(fd, data)
+    os.close(fd)
+    try:
+        code, out, _ = run_cli(["replay", path, "--config", str(RULES), "--format", "json"])
+    finally:
+        os.unlink(path)
+    assert code == 1 and "\\u009b2J\\u202eX\\u0085\\u2028" in out
+    messages = [r["message"] for ep in json.loads(out)["episodes"] for r in ep["results"]]
+    assert any("track_shipment\x9b2J\u202eX\x85\u2028" in m for m in messages)

@@ -104,7 +104,9 @@ def run_validate(args: argparse.Namespace) -> int:
                 for r in results
             ],
         }
-        out.write(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        from .core.escaping import escape_json_text
+
+        out.write(escape_json_text(json.dumps(report, indent=2, ensure_ascii=False)) + "\n")
         return exit_code
 
     errors = warnings = passed = failed = 0

@@ -6,7 +6,7 @@ terminal, a log line or a plain-text report, :func:`escape_control` replaces eve
 character (C0, DEL, C1), the Unicode line and paragraph separators, and the bidirectional-text
 controls with a visible escape (``\\n``, ``\\x1b``, ``\\u2028``); everything else is kept as is.
 Structured outputs (JSON, JUnit XML, SARIF, OTLP attributes) carry the exact value instead, escaped
-by their own encoders.
+by their own encoders; JSON printed on a terminal also goes through :func:`escape_json_text`.
 """
 from __future__ import annotations
 
@@ -36,4 +36,17 @@ def escape_control(text: str) -> str:
     return text.translate(_TABLE)
 
 
-__all__ = ["escape_control"]
+# JSON printed on a terminal (``--format json``): json.dumps(ensure_ascii=False) escapes C0 controls
+# but writes DEL, C1 (U+009B is an 8-bit CSI to some terminals), the line separators and the bidi
+# controls raw. As \u escapes the document parses to the same values.
+_JSON_TABLE: Dict[int, str] = {cp: f"\\u{cp:04x}" for cp in _TABLE if cp >= 0x7F}
+
+
+def escape_json_text(text: str) -> str:
+    """JSON text (as ``json.dumps(..., ensure_ascii=False)`` writes it) with the characters that
+    :func:`escape_control` makes visible and JSON leaves raw written as ``\\uXXXX`` escapes: the same
+    document once parsed, and nothing in it that reorders or rewrites a terminal."""
+    return text.translate(_JSON_TABLE)
+
+
+__all__ = ["escape_control", "escape_json_text"]

@@ -361,7 +361,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.format == "json":
         doc = report_document(report, exit_code=exit_code, fail_on_inconclusive=args.fail_on_inconclusive,
                               skip_invalid=args.skip_invalid, allow_empty=args.allow_empty, baseline=diff)
-        out.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        from ..core.escaping import escape_json_text
+
+        out.write(escape_json_text(json.dumps(doc, indent=2, ensure_ascii=False)) + "\n")
     else:
         from ..term import write
 
