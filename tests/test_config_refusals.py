@@ -213,6 +213,9 @@ REFUSALS: List[Refusal] = [
           - {type: %s}
         """ % ("a" * 5000)), frozenset({"E_CFG_UNKNOWN_TYPE"}), "tests[0].assertions[0].type",
         ("unknown assertion type `%s…`" % ("a" * 59),)),
+    Refusal("a 5000-character test id (every message naming the test was 5,500 characters)",
+            "version: 1\ntests:\n  - id: %s\n    assertions: [{type: trace_max_steps, max: 1}]\n" % ("a" * 5000),
+            frozenset({"E_CFG_VALUE"}), "tests[0].id", ("is 5000 characters long; at most 200", "shorten it"), (3, 9)),
     Refusal("a number where text is wanted says to quote it", _test("""
         assertions:
           - {type: trace_must_call_tool, tool: 1.0}
@@ -238,6 +241,7 @@ def _diagnostics(text: Union[str, bytes], tmp_path: Path) -> List[Diagnostic]:
 def test_refusal(case: Refusal, tmp_path: Path) -> None:
     diags = _diagnostics(case.text, tmp_path)
     assert not [d.format() for d in diags if d.code == "E_INTERNAL"]  # a refusal is never a bug's
+    assert all(len(d.format()) < 2000 for d in diags)  # bounded: a value is quoted briefly
     errors = [d for d in diags if d.severity == "error"]
     matching = [d for d in errors if d.code in case.codes]
     assert matching, "expected one of %s, got:\n%s" % (sorted(case.codes), "\n".join(d.format() for d in diags))

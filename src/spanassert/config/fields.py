@@ -145,6 +145,9 @@ def value_problem(schema: Mapping[str, Any], value: Any, label: str) -> Optional
                     f"did you mean `{guess}`?" if guess else "allowed keys: " + ", ".join(sorted(props)))
     if kw in ("minItems", "minLength", "minProperties") and bound == 1:
         return (codes.E_CFG_VALUE, f"{where} must not be empty", sub, "give it a value, or remove the key")
+    if kw == "maxLength" and isinstance(err.instance, str):
+        return (codes.E_CFG_VALUE, f"{where} is {len(err.instance)} characters long; at most {bound}", sub,
+                "shorten it")
     if kw == "pattern":
         return (codes.E_CFG_VALUE, f"{where} must match the pattern {bound}; got {short(err.instance)}", sub,
                 "write a value of that form (`spanassert schema` prints the schema of every field)")

@@ -40,6 +40,7 @@ from .schema import (
     GUARD_FIELDS,
     MAPPING_FIELDS,
     MATCH_FIELDS,
+    MAX_TEST_ID,
     SETTINGS_FIELDS,
     TEST_FIELDS,
     TOP_FIELDS,
@@ -342,7 +343,7 @@ class _Loader(AssertionBuilder):
         if value is None:
             return None
         test_id = value.get("id")
-        if not isinstance(test_id, str) or not test_id:
+        if not isinstance(test_id, str) or not test_id or len(test_id) > MAX_TEST_ID:
             return None  # reported by check_mapping
         match = self.load_match(value.get("match"), (*path, "match")) if "match" in value else None
         # A mapping or list given as the severity is reported by check_mapping; it must not reach the

@@ -18,6 +18,7 @@ from ..core.model import MISSING
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 SCALAR: Dict[str, Any] = {"type": ["string", "number", "boolean"]}
+MAX_TEST_ID = 200  # characters
 NON_EMPTY_STRING: Dict[str, Any] = {"type": "string", "minLength": 1}
 POSITIVE_INT: Dict[str, Any] = {"type": "integer", "minimum": 1}
 ONE_OR_MORE_NAMES: Dict[str, Any] = {
@@ -141,7 +142,9 @@ INPUT_SCHEMA: Dict[str, Any] = {
 }
 
 TEST_FIELDS: Dict[str, Field] = {
-    "id": Field(NON_EMPTY_STRING, required=True, doc="Unique name of the test."),
+    # Bounded: every message about a test names it (a 5,000-character id made 5,500-character lines).
+    "id": Field({"type": "string", "minLength": 1, "maxLength": MAX_TEST_ID}, required=True,
+                doc="Unique name of the test."),
     "match": Field(_ref("match"), doc="Which episodes the test applies to (default: all)."),
     "severity": Field({"enum": list(SEVERITIES)}, default="error", doc="Severity of a violation."),
     "mode": Field({"enum": list(MODES)}, default="enforce",
