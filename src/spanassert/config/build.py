@@ -140,7 +140,9 @@ class AssertionBuilder:
         where = "`expected:`" if origin == ORIGIN_EXPECTED else f"assertion #{path[-1]}"  # its place in the list
         if not isinstance(raw, dict):
             self.report.error(codes.E_CFG_TYPE, f"test `{test_id}` {where} must be a mapping with `type:`, "
-                              f"not {kind_of(raw)}", path)
+                              f"not {kind_of(raw)}", path,
+                              hint="write it as `type: NAME` with the type's keys, e.g. `- {type: trace_max_steps, "
+                                   "max: 10}`")
             return None
         type_name = raw.get("type")
         known = sorted(registry)

@@ -282,7 +282,8 @@ class _Loader(AssertionBuilder):
             return []
         path: KeyPath = ("mappings",)
         if not isinstance(raw, list):
-            self.report.error(codes.E_CFG_TYPE, f"`mappings` must be a list, not {kind_of(raw)}", path)
+            self.report.error(codes.E_CFG_TYPE, f"`mappings` must be a list, not {kind_of(raw)}", path,
+                              hint="write one `- ...` entry per mapping rule under `mappings:`")
             return []
         rules: List[MappingRule] = []
         for i, item in enumerate(raw):

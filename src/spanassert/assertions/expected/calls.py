@@ -199,7 +199,8 @@ class ArgsValidExpected(_ToolSchemaCheck):
                 else:
                     merged[tool] = schema
         if not merged and self.policy is None and len(ctx.errors) == errors_before:
-            ctx.error(E_CFG_VACUOUS, "`args_valid` has no tool schemas, so it checks nothing", field="schema")
+            ctx.error(E_CFG_VACUOUS, "`args_valid` has no tool schemas, so it checks nothing", field="schema",
+                      hint="give `schema: {TOOL: {type: object, ...}}` for at least one tool")
         where_field = structured[0][0] + ".schemas" if structured else "schema"
         self.schemas = _compile_tool_schemas(merged, ctx, where_field,
                                              self.policy.shared_defs if self.policy is not None else None)
@@ -281,7 +282,8 @@ class ToolOutputValid(_ToolSchemaCheck):
         raw = dict(values.get("schemas") or {})
         shared = raw.pop("$defs", None)
         if not raw:
-            ctx.error(E_CFG_VACUOUS, "`schemas` names no tool, so `tool_output_valid` checks nothing", field="schemas")
+            ctx.error(E_CFG_VACUOUS, "`schemas` names no tool, so `tool_output_valid` checks nothing", field="schemas",
+                      hint="give `schemas: {TOOL: {type: object, ...}}` for at least one tool")
         self.schemas = _compile_tool_schemas(raw, ctx, "schemas", shared if isinstance(shared, dict) else None)
         self._finalise()
 

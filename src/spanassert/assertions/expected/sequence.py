@@ -77,7 +77,8 @@ class SequenceValidExpected(Assertion):
         if not has_policy and self.sequence is None and inline_rules is None:
             ctx.error(E_CFG_VACUOUS, "`sequence_valid` needs `sequence`, `rules` or `policy`: with none it checks "
                                      "nothing",
-                      field="rules")
+                      field="rules", hint="e.g. `rules: [{type: before, first: search, then: refund}]` or "
+                                          "`sequence: [search, refund]`")
         if has_policy:
             path = values["policy"]
             loaded = load_policy_file(path, ctx, "policy")

@@ -126,7 +126,8 @@ class SemanticSimilarityTo(OutputCheck):
         self.reference: str = values.get("semantic_similarity_to") or values.get("text") or ""
         if not self.reference:
             ctx.error(E_CFG_VACUOUS, "`semantic_similarity_to` needs the reference text",
-                      field="semantic_similarity_to")
+                      field="semantic_similarity_to",
+                      hint="e.g. `semantic_similarity_to: \"Your refund has been issued.\"`")
         if given(values, "min_score") and given(values, "threshold"):
             ctx.error(E_CFG_CONFLICT, "give the bound once: `min_score` or its alias `threshold`", field="threshold")
         score = values.get("min_score") if given(values, "min_score") else values.get("threshold")
