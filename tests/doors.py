@@ -24,9 +24,11 @@ def replay_cli(rules: Union[str, Path], path: Union[str, Path], *flags: str,
                           capture_output=True, text=True, timeout=120, env=clean)
 
 
-def live_run(config: Any, play: Callable[[Any], None], path: Union[str, Path], background: bool = False) -> List[Any]:
+def live_run(config: Any, play: Callable[[Any], None], path: Union[str, Path], background: bool = False,
+             resource: Optional[Dict[str, Any]] = None) -> List[Any]:
     """``play(tracer)`` under the live processor in the real SDK (inline or ``background``), the spans
-    exported to the OTLP JSON Lines file ``path``; returns the episodes it decided (on_episode)."""
+    exported to the OTLP JSON Lines file ``path``; returns the episodes it decided (on_episode).
+    ``resource``: the resource's attributes (default ``service.name: agent``)."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -37,7 +39,7 @@ def live_run(config: Any, play: Callable[[Any], None], path: Union[str, Path], b
     episodes: List[Any] = []
     proc = AssertionSpanProcessor(config, export=SimpleSpanProcessor(FileSpanExporter(str(path))),
                                   on_episode=episodes.append, tick_interval=0, background=background)
-    tp = TracerProvider(resource=Resource.create({"service.name": "agent"}))
+    tp = TracerProvider(resource=Resource.create(resource or {"service.name": "agent"}))
     tp.add_span_processor(proc)
     play(tp.get_tracer("doors"))
     tp.shutdown()

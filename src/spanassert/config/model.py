@@ -39,11 +39,34 @@ class Match:
     service: Optional[List[str]] = None
     attributes: Dict[str, Any] = field(default_factory=dict)
 
+    def decides(self, agent: Optional[str], service: Optional[str], attributes: Mapping[str, Any],
+                agent_read: bool = True, service_read: bool = True) -> Optional[bool]:
+        """Whether this match selects the episode; None when it cannot be decided: a condition on the
+        agent (or service) whose name the span records as a value that is not text (``agent_read``,
+        ``service_read`` False), and no other condition rules the episode out."""
+        undecided = False
+        if self.agent is not None:
+            if not agent_read:
+                undecided = True
+            elif agent not in self.agent:
+                return False
+        if self.service is not None:
+            if not service_read:
+                undecided = True
+            elif service not in self.service:
+                return False
+        if not self._attributes_hold(attributes):
+            return False
+        return None if undecided else True
+
     def selects(self, agent: Optional[str], service: Optional[str], attributes: Mapping[str, Any]) -> bool:
         if self.agent is not None and agent not in self.agent:
             return False
         if self.service is not None and service not in self.service:
             return False
+        return self._attributes_hold(attributes)
+
+    def _attributes_hold(self, attributes: Mapping[str, Any]) -> bool:
         for k, want in self.attributes.items():
             got = attributes.get(k)
             if got is None or (got != want and str(got) != str(want)):

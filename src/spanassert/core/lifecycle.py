@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Final, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, cast
 
-from ..mapping import ROLE_AGENT, Mapper
+from ..mapping import ROLE_AGENT, Mapper, name_text
 from .episode import (
     INCOMPLETE_JUDGING_FAILED,
     INCOMPLETE_OPENING_NOT_JUDGED,
@@ -263,12 +263,15 @@ class EpisodeLifecycle(Verdicts):
     def _open(self, key: str, trace_id: str, now_ns: int, attributes: Mapping[str, Any],
               resource: Optional[Mapping[str, Any]], role: int, span_id: str, name: str) -> Episode:
         self._make_room()
-        agent = self.mapper.agent_name(name, attributes) if role == ROLE_AGENT else None
-        service = None
+        agent_read, agent = self.mapper.agent_name_read(name, attributes) if role == ROLE_AGENT else (True, None)
+        service_read, service = True, None
         if resource is not None:
             sv = resource.get("service.name")
-            service = sv if isinstance(sv, str) else None
-        plan = self.plans.select(agent, service, attributes, resource)
+            if type(sv) is str:
+                service = sv
+            else:  # not text (a list, a number): `match: {service}` cannot be decided; UTF-8 bytes are text
+                service_read, service = name_text(sv)
+        plan = self.plans.select(agent, service, attributes, resource, agent_read, service_read)
         ep = Episode(key, trace_id, plan, now_ns)
         if now_ns + self.idle_ns < self.idle_deadline:
             self.idle_deadline = now_ns + self.idle_ns

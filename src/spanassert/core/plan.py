@@ -7,13 +7,14 @@ once here.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Final, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Final, FrozenSet, List, Mapping, Optional, Tuple
 
 from ..assertions.base import NEED_ARGUMENTS, NEED_FINAL_OUTPUT, NEED_RESULT, Assertion
 from ..config.model import Config, TestCase
 
 _MAX_PATTERN_PLANS: Final = 4096  # tool names whose `tool_pattern` dispatch is remembered per plan
 _PRECHECK_KEY = ("\0precheck",)  # the early-check plan's key in Plans (no test id has a NUL)
+_UNDECIDED: Final = "\0undecided"  # in a plan's key in Plans: the ids after it are undecided
 
 
 class Slot:
@@ -56,13 +57,16 @@ class Plan:
     """The trace assertions of the tests that apply to an episode, with per-tool dispatch tables so
     that a call touches only the rules that can apply to it."""
 
-    __slots__ = ("slots", "by_tool", "any_tool", "step_slots", "step_end_slots", "time_slots", "excluded",
+    __slots__ = ("slots", "by_tool", "any_tool", "step_slots", "step_end_slots", "time_slots", "excluded", "undecided",
                  "tool_plans", "_other_tools", "_pattern_slots",
                  "reads_args", "reads_output", "time_quiet_ns")
 
-    def __init__(self, slots: List[Slot], excluded: List[TestCase]) -> None:
+    def __init__(self, slots: List[Slot], excluded: List[TestCase], undecided: FrozenSet[str] = frozenset()) -> None:
         self.slots = slots
         self.excluded = excluded
+        # Tests selected although their `match` could not be decided (a name that is not text):
+        # their passes are inconclusive.
+        self.undecided = undecided
         any_tool: List[int] = []
         by_tool: Dict[str, List[int]] = {}
         steps: List[int] = []
@@ -144,8 +148,9 @@ class Plans:
         self._plans: Dict[Tuple[str, ...], Plan] = {}
         self.full = self.for_tests(tuple(t.id for t in self.tests))
 
-    def for_tests(self, test_ids: Tuple[str, ...]) -> Plan:
-        plan = self._plans.get(test_ids)
+    def for_tests(self, test_ids: Tuple[str, ...], undecided: Tuple[str, ...] = ()) -> Plan:
+        key = (*test_ids, _UNDECIDED, *undecided) if undecided else test_ids
+        plan = self._plans.get(key)
         if plan is None:
             wanted = set(test_ids)
             # Slots keep dense indices per plan so per-episode state lists stay short.
@@ -154,19 +159,28 @@ class Plans:
                 if s.test.id in wanted:
                     slots.append(Slot(len(slots), s.test, s.assertion))
             excluded = [t for t in self.tests if t.id not in wanted]
-            plan = Plan(slots, excluded)
-            self._plans[test_ids] = plan
+            plan = Plan(slots, excluded, frozenset(undecided))
+            self._plans[key] = plan
         return plan
 
     def select(self, agent: Optional[str], service: Optional[str], attributes: Mapping[str, Any],
-               resource: Optional[Mapping[str, Any]]) -> Plan:
-        """The plan of the tests whose `match` selects an episode opened by this span."""
+               resource: Optional[Mapping[str, Any]], agent_read: bool = True, service_read: bool = True) -> Plan:
+        """The plan of the tests whose `match` selects an episode opened by this span, and of those
+        whose `match` cannot be decided (``agent_read``/``service_read`` False: the span records that
+        name as a value that is not text), whose passes are then inconclusive."""
         if not self.needs_match:
             return self.full
         merged: Dict[str, Any] = dict(resource or {})
         merged.update(attributes)
-        ids = tuple(t.id for t in self.tests if t.match is None or t.match.selects(agent, service, merged))
-        return self.for_tests(ids)
+        ids: List[str] = []
+        undecided: List[str] = []
+        for t in self.tests:
+            decided = True if t.match is None else t.match.decides(agent, service, merged, agent_read, service_read)
+            if decided is not False:
+                ids.append(t.id)
+                if decided is None:
+                    undecided.append(t.id)
+        return self.for_tests(tuple(ids), tuple(undecided))
 
     def precheck(self) -> Plan:
         """The plan of the rules one finished tool span can fail on its own (see Engine.precheck)."""

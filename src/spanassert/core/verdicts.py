@@ -26,6 +26,8 @@ from .toolcall import AMBIGUOUS_ARGUMENTS, AMBIGUOUS_RESULT
 
 # Enum members read once (reading one off its class costs a descriptor call each time).
 _PASSED, _FAILED, _NOT_APPLICABLE = Verdict.PASSED, Verdict.FAILED, Verdict.NOT_APPLICABLE
+_UNDECIDED_MATCH: Final = ("no violation seen, but `match` could not be decided: the span that opened this episode "
+                           "records its agent name or service.name as a value that is not text (a list, a number)")
 _ROOT_ENDED, _IDLE, _END_OF_INPUT = CloseReason.ROOT_ENDED, CloseReason.IDLE, CloseReason.END_OF_INPUT
 _INTERNAL_ERROR: Final = CloseReason.INTERNAL_ERROR
 # A rule whose decision at close raised (an error inside spanassert): unknown, never a pass.
@@ -199,6 +201,8 @@ class Verdicts:
                         ep.at_close.add(i)
                 elif verdict is _PASSED and unseen:
                     verdict, message = self._downgrade(slot, view, in_flight, message)
+                if verdict is _PASSED and plan.undecided and slot.test.id in plan.undecided:
+                    verdict, message = Verdict.INCONCLUSIVE, _UNDECIDED_MATCH
             test_id, type_name, a_index, a_name, severity, shadow = slot.head
             append(assertion_result(test_id, type_name, a_index, a_name, verdict, message, sid, severity, shadow))
         if plan.excluded:

@@ -8,7 +8,7 @@ content; ``_rules`` compiles user rules; ``usage`` reads a model step's token us
 """
 from __future__ import annotations
 
-from ._rules import ROLE_AGENT, ROLE_BY_NAME, ROLE_OTHER, ROLE_STEP, ROLE_TOOL
+from ._rules import ROLE_AGENT, ROLE_BY_NAME, ROLE_OTHER, ROLE_STEP, ROLE_TOOL, name_text
 from .mapper import Mapper
 
-__all__ = ["Mapper", "ROLE_OTHER", "ROLE_TOOL", "ROLE_AGENT", "ROLE_STEP", "ROLE_BY_NAME"]
+__all__ = ["Mapper", "ROLE_OTHER", "ROLE_TOOL", "ROLE_AGENT", "ROLE_STEP", "ROLE_BY_NAME", "name_text"]

@@ -431,38 +431,43 @@ class Mapper:
 
     # -- agent spans --------------------------------------------------------------------------
     def agent_name(self, name: str, attributes: Mapping[str, Any]) -> Optional[str]:
+        return self.agent_name_read(name, attributes)[1]
+
+    def agent_name_read(self, name: str, attributes: Mapping[str, Any]) -> Tuple[bool, Optional[str]]:
+        """``(readable, agent name)``: an agent name attribute that is not text (a list, a number:
+        :func:`name_text`) is no name, and no later source (the span name) names the agent."""
         get = lookup(attributes)
         rule = self._rule_for(name, get) if self._rules else None
         if rule is not None and rule.agent_name:
-            found = _text(get(rule.agent_name))
-            if found is not None:
-                return found
+            readable, found = name_text(get(rule.agent_name))
+            if found is not None or not readable:
+                return readable, found
         for key in (GENAI_AGENT_NAME, OI_AGENT_NAME):
-            found = _text(get(key))
-            if found is not None:
-                return found
+            readable, found = name_text(get(key))
+            if found is not None or not readable:
+                return readable, found
         traceloop_kind = get(TL_KIND)
         if traceloop_kind in ("agent", "workflow"):
-            found = _text(get(TL_ENTITY_NAME))
-            if found is None and traceloop_kind == "workflow":
+            readable, found = name_text(get(TL_ENTITY_NAME))
+            if found is None and readable and traceloop_kind == "workflow":
                 # Only the workflow span's own name: Traceloop stamps it on every span inside.
-                found = _text(get(TL_WORKFLOW_NAME))
-            if found is not None:
-                return found
+                readable, found = name_text(get(TL_WORKFLOW_NAME))
+            if found is not None or not readable:
+                return readable, found
         for key in (GENAI_WORKFLOW_NAME, PYD2_AGENT_NAME):
-            found = _text(get(key))
-            if found is not None:
-                return found
+            readable, found = name_text(get(key))
+            if found is not None or not readable:
+                return readable, found
         for prefix in AGENT_PREFIXES:
             if name.startswith(prefix):
-                return _text(name[len(prefix) :].strip())
+                return True, _text(name[len(prefix) :].strip())
         if get(OI_KIND) in ("AGENT", "agent"):
             # OpenInference emitters (e.g. openai-agents) name agent spans after the agent.
-            return _text(name)
+            return True, _text(name)
         for suffix in (".agent", ".workflow"):
             if name.endswith(suffix):
-                return _text(name[: -len(suffix)])
-        return None
+                return True, _text(name[: -len(suffix)])
+        return True, None
 
     def user_prompts(self, attributes: Mapping[str, Any]) -> List[str]:
         """The user messages a span recorded (``gen_ai.input.messages``; OpenInference's
