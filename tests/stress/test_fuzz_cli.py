@@ -129,13 +129,15 @@ def test_rules_files_with_hostile_values_load_or_are_refused_specifically(sizes:
 
 
 def test_a_gzip_bomb_line_is_bounded_and_the_lines_after_it_are_read(sizes: Any, tmp_path: Any) -> None:
-    """A gzip file holding one line past the reader's bound (1 GiB; short runs lower it) between
-    valid lines: one specific error at its line, every other span read, memory bounded by twice the
-    bound (readline joins the pieces of the cut line: 2,065 MiB measured for the 1 GiB bound; before,
-    the line was read whole and then decoded: 1.5 GB RSS for a 500 MB line, any size for a larger one)."""
+    """A gzip file holding one line far past the reader's bound (2.5 times it; the bound is 1 GiB, short
+    runs lower it) between valid lines: one specific error at its line, every other span read, memory
+    bounded by three times the bound, whatever the line's length. readline joins the pieces of the cut
+    line (twice the bound at its peak): 2,065 MiB measured alone for the 1 GiB bound, 2,814 MiB beside
+    a CI run (the allocator's and the kernel's page accounting, not the reader, moved); before the
+    bound, the line was read whole and then decoded: 1.5 GB RSS for a 500 MB line, 3 times any line."""
     from spanassert.otlp import formats
 
-    line_bytes = sizes.pick(24 << 20, (formats.MAX_RECORD_BYTES * 3) // 2)
+    line_bytes = sizes.pick(24 << 20, (formats.MAX_RECORD_BYTES * 5) // 2)
     path = tmp_path / "bomb.jsonl.gz"
     c = zlib.compressobj(9, zlib.DEFLATED, 31)
     with open(path, "wb") as f:
@@ -161,7 +163,7 @@ def test_a_gzip_bomb_line_is_bounded_and_the_lines_after_it_are_read(sizes: Any,
     assert proc.returncode == 0, err
     peak_kib = usage.ru_maxrss
     record("fuzz: gzip bomb line into the JSON Lines reader", inputs=1, seconds=time.perf_counter() - t0,
-           peak_memory=f"{peak_kib // 1024} MiB", memory_bound=f"2 x {limit // (1 << 20)} MiB record + 400 MiB",
+           peak_memory=f"{peak_kib // 1024} MiB", memory_bound=f"3 x {limit // (1 << 20)} MiB record + 400 MiB",
            note=f"{path.stat().st_size} B gzip, a {line_bytes >> 20} MiB line")
     assert out.strip() == f"{len(LINES)} [(2, 'error', 'line is {line_bytes + 29} bytes long')]"
-    assert peak_kib < (2 * limit + (400 << 20)) // 1024, f"peak RSS {peak_kib} KiB"
+    assert peak_kib < (3 * limit + (400 << 20)) // 1024, f"peak RSS {peak_kib} KiB"
