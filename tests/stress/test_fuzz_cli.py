@@ -132,8 +132,9 @@ def test_a_gzip_bomb_line_is_bounded_and_the_lines_after_it_are_read(sizes: Any,
     """A gzip file holding one line far past the reader's bound (2.5 times it; the bound is 1 GiB, short
     runs lower it) between valid lines: one specific error at its line, every other span read, memory
     bounded by three times the bound, whatever the line's length. readline joins the pieces of the cut
-    line (twice the bound at its peak): 2,065 MiB measured alone for the 1 GiB bound, 2,814 MiB beside
-    a CI run (the allocator's and the kernel's page accounting, not the reader, moved); before the
+    line (twice the bound at its peak): 2,065 MiB measured when this test runs alone, 2,814 MiB in two
+    whole `make stress` runs, for a 1.5 GiB and a 2.5 GiB line alike (why the whole run differs is not
+    known; the peak does not grow with the line); before the
     bound, the line was read whole and then decoded: 1.5 GB RSS for a 500 MB line, 3 times any line."""
     from spanassert.otlp import formats
 
