@@ -221,6 +221,19 @@ REFUSALS: List[Refusal] = [
           - {type: trace_must_call_tool, tool: 1.0}
         """), frozenset({"E_CFG_TYPE"}), "tests[0].assertions[0].tool",
         ("must be a string, not a number", "quote it")),
+    # session 9: YAML 1.1 (this loader) and YAML 1.2 (Assay's, editors' schemas) read these as different
+    # values; `1:30` loaded as 90 and `010` as 8 without a word.
+    Refusal("a base-60 number", _test("""
+        assertions:
+          - {type: trace_max_steps, max: 1:30}
+        """), frozenset({"E_CFG_PARSE"}), None, ("`1:30` is a base-60 number in YAML 1.1 (read here as 90)",
+                                                 "the text \"1:30\" in YAML 1.2", "write the number itself (`90`)"),
+        (5, 38)),
+    Refusal("a leading-zero number", _test("""
+        assertions:
+          - {type: trace_max_steps, max: 010}
+        """), frozenset({"E_CFG_PARSE"}), None, ("YAML 1.1 reads it as octal (8) and YAML 1.2 as decimal (10)",
+                                                 "write `10` or `8`"), (5, 38)),
     Refusal("a quoted number where an integer is wanted says to drop the quotes", _test("""
         assertions:
           - {type: trace_max_steps, max: "3"}
@@ -307,6 +320,15 @@ def test_relative_schema_file_resolves_against_the_rules_file_directory(tmp_path
     with pytest.raises(ConfigError) as exc:
         load_config((rules_dir / "rules.yaml").read_text(encoding="utf-8"))
     assert any("answer.schema.json" in d.message for d in exc.value.diagnostics)
+
+
+@pytest.mark.parametrize("value, expected", [("07", 7), ("00", 0), ("0", 0), ("8", 8), ("1_000", 1000),
+                                             ("'010'", "010"), ('"1:30"', "1:30"), ("1.5", 1.5)])
+def test_numbers_both_yaml_versions_read_alike_load_as_written(value: str, expected: object) -> None:
+    from spanassert.config.source import parse_document, read_source
+
+    doc = parse_document(read_source("version: 1\nx-value: %s\n" % value))
+    assert doc.value["x-value"] == expected and not doc.problems
 
 
 def test_an_integer_too_long_to_read_is_named_briefly_with_its_size(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ composes to a few nodes but would construct to billions).
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 import yaml
@@ -25,6 +26,11 @@ _MERGE_TAG = _TAG + "merge"
 # Tags whose scalars become JSON values; timestamps stay text (a rules file has no date type).
 _SCALAR_AS_TEXT = {_TAG + "str", _TAG + "timestamp", _TAG + "value"}
 _COLLECTION_TAGS = {_TAG + "map", _TAG + "omap", _TAG + "pairs", _TAG + "set", _TAG + "seq"}
+# Numbers that YAML 1.1 (PyYAML, this loader) and YAML 1.2 (Assay's serde_yaml, most editors' schemas)
+# read as different values, silently: base 60 (`1:30` is 90 here, the text "1:30" there) and a leading
+# zero (`010` is 8 here, 10 there). A rules file shared between the two must not mean two things.
+_SEXAGESIMAL = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?")
+_LEADING_ZERO_OCTAL = re.compile(r"[-+]?0[0-7_]*[1-7][0-7_]*")
 
 
 class Refused(Exception):
@@ -104,6 +110,10 @@ class ValueBuilder:
         tag = node.tag
         if tag in _SCALAR_AS_TEXT:
             return node.value
+        if (tag == _TAG + "int" or tag == _TAG + "float") and self._two_readings(node):
+            # Reported; the YAML 1.1 reading stands in, so no second error follows from the same value.
+            return self._scalars.construct_yaml_float(node) if tag == _TAG + "float" else \
+                self._scalars.construct_yaml_int(node)
         try:
             if tag == _TAG + "null":
                 return None
@@ -128,6 +138,31 @@ class ValueBuilder:
             return node.value
         self._unsupported_tag(node)
         return node.value
+
+    def _two_readings(self, node: ScalarNode) -> bool:
+        """Report a plain number that YAML 1.1 and YAML 1.2 read as different values (True when reported)."""
+        text = node.value
+        if node.style or len(text) > 40:
+            return False  # quoted: a string in both (an explicit `!!int` tag is refused as a tag elsewhere)
+        if _SEXAGESIMAL.fullmatch(text):
+            read = self._scalars.construct_yaml_float(node) if "." in text else self._scalars.construct_yaml_int(node)
+            message = (f"`{text}` is a base-60 number in YAML 1.1 (read here as {read!r}) but the text "
+                       f"\"{text}\" in YAML 1.2")
+            hint = f"write the number itself (`{read!r}`), or quote it (`\"{text}\"`) if it is text"
+        elif _LEADING_ZERO_OCTAL.fullmatch(text):
+            read = self._scalars.construct_yaml_int(node)
+            decimal = int(text.replace("_", ""), 10)
+            if read == decimal:
+                return False  # `07`: the same number either way
+            message = (f"`{text}` has a leading zero: YAML 1.1 reads it as octal ({read}) and YAML 1.2 as "
+                       f"decimal ({decimal})")
+            hint = f"write `{decimal}` or `{read}` without the leading zero, or quote it if it is text"
+        else:
+            return False
+        line, col = mark_pos(node.start_mark)
+        self.problems.append(Diagnostic(codes.E_CFG_PARSE, message, file=self.file, line=line, column=col,
+                                        hint=hint))
+        return True
 
     def _key_text(self, key_node: Node, path: KeyPath) -> Optional[str]:
         if isinstance(key_node, ScalarNode):
