@@ -387,3 +387,31 @@ def test_every_error_a_field_check_gives_says_how_to_fix_it() -> None:
                 code, message, _, hint = problem
                 assert hint, (schema, value, code, message)
     assert seen > 60
+
+
+BAD_POLICIES = [
+    '{version: "2.0", allow: lookup}',
+    '{version: "2.0", deny: [1]}',
+    '{version: 2.0, deny: [x]}',
+    '{version: "2.0", tools: [x]}',
+    '{version: "2.0", deny: [x], schemas: [x]}',
+    '{version: "2.0", deny: [x], schemas: {$defs: 1}}',
+    '{version: "2.0", deny: [x], enforcement: 1}',
+    '{version: "2.0", deny: [x], enforcement: {unconstrained_tools: never}}',
+    '{version: "2.0", allow: ["*"]}',
+    '{refund: 1}',
+    '{version: 2, refund: {type: object}}',
+]
+
+
+@pytest.mark.parametrize("policy", BAD_POLICIES)
+def test_every_policy_error_says_how_to_fix_it(policy: str, tmp_path: Path) -> None:
+    # session 9: an args_valid policy's errors said what and where but not how to fix them.
+    diags = _diagnostics(_test("""
+        expected:
+          type: args_valid
+          schema: %s
+        """ % policy), tmp_path)
+    errors = [d for d in diags if d.severity == "error"]
+    assert errors and not [d for d in errors if d.code == "E_INTERNAL"]
+    assert all(d.hint for d in errors), "\n".join(d.format() for d in errors if not d.hint)

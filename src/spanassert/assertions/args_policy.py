@@ -108,10 +108,12 @@ def _strings(value: Any, what: str, ctx: BuildContext, field: str) -> Optional[L
     if value is _ABSENT:
         return []
     if not isinstance(value, list):
-        ctx.error(E_CFG_POLICY, f"args_valid policy `{what}` must be a list", field=field)
+        ctx.error(E_CFG_POLICY, f"args_valid policy `{what}` must be a list", field=field,
+                  hint=f"write it as a list of tool-name patterns, e.g. `{what}: [\"refund_*\"]`")
         return None
     if not all(isinstance(v, str) for v in value):
-        ctx.error(E_CFG_POLICY, f"args_valid policy `{what}` entries must be strings", field=field)
+        ctx.error(E_CFG_POLICY, f"args_valid policy `{what}` entries must be strings", field=field,
+                  hint="quote each tool-name pattern, e.g. `\"lookup_*\"`")
         return None
     return list(value)
 
@@ -123,11 +125,12 @@ def read_structured(policy: Dict[str, Any], ctx: BuildContext, field: str, where
     out = ToolPolicy()
     if "version" in policy and not isinstance(policy["version"], str):
         ctx.error(E_CFG_POLICY, f"{where}: `version` must be a string such as \"2.0\" (a tool named `version` goes "
-                  "under `schemas`)", field=field)
+                  "under `schemas`)", field=field, hint="quote the version, e.g. `version: \"2.0\"`")
     unenforced = [k for k in NOT_ENFORCED if k in policy]
     tools = policy.get("tools")
     if tools is not None and not isinstance(tools, dict):
-        ctx.error(E_CFG_POLICY, f"{where}: `tools` must be a mapping", field=field)
+        ctx.error(E_CFG_POLICY, f"{where}: `tools` must be a mapping", field=field,
+                  hint="write `tools: {allow: [...], deny: [...]}`")
         tools = None
     if isinstance(tools, dict):
         unenforced += sorted(f"tools.{k}" for k in tools if k not in ("allow", "deny"))
@@ -145,23 +148,26 @@ def read_structured(policy: Dict[str, Any], ctx: BuildContext, field: str, where
     out.deny = (deny or []) + (t_deny or [])
     schemas = policy.get("schemas")
     if schemas is not None and not isinstance(schemas, dict):
-        ctx.error(E_CFG_POLICY, f"{where}: `schemas` must be a mapping {{tool: JSON Schema}}", field=field)
+        ctx.error(E_CFG_POLICY, f"{where}: `schemas` must be a mapping {{tool: JSON Schema}}", field=field,
+                  hint="key each JSON Schema by its tool's name, e.g. `schemas: {refund: {type: object}}`")
         schemas = None
     if isinstance(schemas, dict):
         defs = schemas.get("$defs")
         if defs is not None and not isinstance(defs, dict):
-            ctx.error(E_CFG_POLICY, f"{where}: `schemas.$defs` must be a mapping", field=field)
+            ctx.error(E_CFG_POLICY, f"{where}: `schemas.$defs` must be a mapping", field=field,
+                      hint="key each shared definition by its name, e.g. `$defs: {money: {type: number}}`")
         out.shared_defs = defs if isinstance(defs, dict) else None
         out.schemas = {k: v for k, v in schemas.items() if k != "$defs"}
     enforcement = policy.get("enforcement")
     if enforcement is not None:
         if not isinstance(enforcement, dict):
-            ctx.error(E_CFG_POLICY, f"{where}: `enforcement` must be a mapping", field=field)
+            ctx.error(E_CFG_POLICY, f"{where}: `enforcement` must be a mapping", field=field,
+                      hint="write `enforcement: {unconstrained_tools: warn}` (or deny, allow)")
         elif "unconstrained_tools" in enforcement:
             mode = enforcement["unconstrained_tools"]
             if mode not in UNCONSTRAINED_MODES:
                 ctx.error(E_CFG_POLICY, f"{where}: `enforcement.unconstrained_tools` must be one of warn, deny, allow",
-                          field=field)
+                          field=field, hint="use `warn`, `deny` or `allow`")
             else:
                 out.unconstrained = mode
     ignored = sorted(str(k) for k in policy if k not in _READ and k not in NOT_ENFORCED)

@@ -169,7 +169,8 @@ class ArgsValidExpected(_ToolSchemaCheck):
             # when `schema` is absent); giving both is refused here, as for the map form's conflicts.
             if len(sources) > 1:
                 ctx.error(E_CFG_CONFLICT, "give the policy once: a structured policy in `schema` or in `policy`, "
-                          "not with another one", field="policy")
+                          "not with another one", field="policy",
+                          hint="move everything into one structured policy, or drop one of the two")
             else:
                 field, where, raw = structured[0]
                 self.policy = read_structured(raw, ctx, field, where)
@@ -177,7 +178,8 @@ class ArgsValidExpected(_ToolSchemaCheck):
                     merged = dict(self.policy.schemas)
         for field, where, raw in [] if structured else sources:
             if not isinstance(raw, dict):
-                ctx.error(E_CFG_POLICY, f"{where} must hold a map {{tool: JSON Schema}}", field=field)
+                ctx.error(E_CFG_POLICY, f"{where} must hold a map {{tool: JSON Schema}}", field=field,
+                          hint="key each JSON Schema by its tool's name, e.g. `refund: {type: object}`")
                 continue
             if list(raw) == ["schemas"]:
                 ctx.error(E_CFG_POLICY, f"{where} holds only `schemas`, which is ambiguous: a map with one tool named "
@@ -187,15 +189,17 @@ class ArgsValidExpected(_ToolSchemaCheck):
                 continue
             if "version" in raw and not isinstance(raw["version"], str):
                 ctx.error(E_CFG_POLICY, f"{where}: `version` must be a string such as \"2.0\" (a tool named "
-                          "`version` goes under `version: \"2.0\"` and `schemas.version`)", field=field)
+                          "`version` goes under `version: \"2.0\"` and `schemas.version`)", field=field,
+                          hint="quote the version, e.g. `version: \"2.0\"`")
                 continue
             for tool, schema in raw.items():
                 if not isinstance(schema, (dict, bool)):
                     ctx.error("E_CFG_TYPE", f"`{field}.{tool}` must be a JSON Schema (a mapping or a boolean), "
-                              f"not {type(schema).__name__}", field=f"{field}.{tool}")
+                              f"not {type(schema).__name__}", field=f"{field}.{tool}",
+                              hint="give the tool a JSON Schema such as `{type: object}` (or `true` to accept any)")
                 elif tool in merged:
                     ctx.error(E_CFG_CONFLICT, f"tool `{tool}` has a schema both inline and in the policy file",
-                              field=f"schema.{tool}")
+                              field=f"schema.{tool}", hint="keep one of the two schemas for this tool")
                 else:
                     merged[tool] = schema
         if not merged and self.policy is None and len(ctx.errors) == errors_before:
@@ -211,7 +215,9 @@ class ArgsValidExpected(_ToolSchemaCheck):
             vacuous = all(schema_is_vacuous(s) for s, _ in self.schemas.values())
             if enforces_nothing(self.policy, vacuous):
                 ctx.error(E_CFG_VACUOUS, f"{structured[0][1]} enforces nothing: no `deny`, no `allow` list short of "
-                          "`*`, no schema that constrains, no `unconstrained_tools: deny`", field=structured[0][0])
+                          "`*`, no schema that constrains, no `unconstrained_tools: deny`", field=structured[0][0],
+                          hint="add a `deny` list, an `allow` list, a schema that constrains an argument, or "
+                               "`enforcement: {unconstrained_tools: deny}`")
             if self.policy.judges_names:
                 self.tools = None  # a call of any tool can break the allow/deny lists
                 self.reports_at_start = True
