@@ -18,7 +18,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 from spanassert import load_config
 from spanassert.replay import replay
 
-from common import alternate, med, paired_ratio, rules_yaml, spread
+from common import alternate, compile_bytecode, med, paired_ratio, rules_yaml, spread
 from data import agent_spans, write_files
 
 
@@ -157,6 +157,7 @@ def _jobs_row(directory: str, episodes: int, rounds: int = 5) -> Dict[str, str]:
         with open(tmp["jsonl"]) as src:
             f.write(src.read())
     n = tmp["spans"]
+    compile_bytecode()  # both runs start as an installed copy does, from bytecode
     cli = [sys.executable, "-c", "import sys; from spanassert.cli import main; sys.exit(main())",
            "replay", "--config", rules, "--quiet", big]
 

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Dict, List, Sequence
 
-from common import alternate, med, paired_ratio, spread
+from common import alternate, compile_bytecode, med, paired_ratio, spread
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLI = [sys.executable, "-c", "import sys; from spanassert.cli import main; sys.exit(main())"]
@@ -20,19 +20,8 @@ def _wall(argv: Sequence[str]) -> float:
     return time.perf_counter() - t0
 
 
-def _compile_bytecode() -> None:
-    """Write the package's bytecode, as ``pip install`` does (and Python itself on first import,
-    unless PYTHONDONTWRITEBYTECODE is set, as it is on the build machine): otherwise every start
-    compiles about 60 modules from source, a cost no installed copy pays."""
-    import compileall
-
-    import spanassert
-
-    compileall.compile_dir(os.path.dirname(spanassert.__file__), quiet=1)
-
-
 def run(rounds: int = 15) -> List[Dict[str, str]]:
-    _compile_bytecode()
+    compile_bytecode()
     base = [sys.executable, "-c", "pass"]
     cases = [
         ("`spanassert --help`", ["--help"], 5),

@@ -27,12 +27,12 @@ Predicate = Callable[[Any], bool]
 _MAX_DEPTH: Final = 48
 
 # Keywords this module reproduces. Any other keyword the dialect knows (`$ref`, `format`,
-# `patternProperties`, `multipleOf`, `uniqueItems`, ...) makes the compiler give up.
+# `patternProperties`, `multipleOf`, ...) makes the compiler give up.
 _SUPPORTED: Final = frozenset({
     "type", "enum", "const",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
     "minLength", "maxLength", "pattern",
-    "items", "minItems", "maxItems",
+    "items", "minItems", "maxItems", "uniqueItems",
     "properties", "required", "additionalProperties", "minProperties", "maxProperties",
     "allOf", "anyOf", "oneOf", "not", "if",
 })
@@ -320,6 +320,12 @@ def _compile(schema: Any, known: Any, depth: int) -> Predicate:
                 return True
 
             arr_checks.append(all_items)
+    if has("uniqueItems"):
+        flag = schema["uniqueItems"]
+        if type(flag) is not bool:
+            raise _Unsupported("uniqueItems")  # jsonschema reads any truthy value as true
+        if flag:
+            arr_checks.append(_unique_items)
     if arr_checks:
         checks.append(_only_for(_is_array, _all_of(arr_checks)))
 
@@ -406,6 +412,22 @@ def _compile(schema: Any, known: Any, depth: int) -> Predicate:
             checks.append(if_then_else)
 
     return _all_of(checks)
+
+
+def _unique_items(x: Any) -> bool:
+    """``uniqueItems: true``, as jsonschema judges it: an array of strings only (a tool's tags, a
+    rule's detector names) by a set; any other array by jsonschema's own comparison (numbers equal
+    across int and float, booleans apart from numbers), imported only when one is met."""
+    strings = True
+    for item in x:
+        if type(item) is not str:
+            strings = False
+            break
+    if strings:
+        return len(set(x)) == len(x)
+    from jsonschema._utils import uniq
+
+    return bool(uniq(x))
 
 
 def _numeric_check(bounds: List[Tuple[int, Any]]) -> Predicate:
