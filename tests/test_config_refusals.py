@@ -234,6 +234,12 @@ REFUSALS: List[Refusal] = [
           - {type: trace_max_steps, max: 010}
         """), frozenset({"E_CFG_PARSE"}), None, ("YAML 1.1 reads it as octal (8) and YAML 1.2 as decimal (10)",
                                                  "write `10` or `8`"), (5, 38)),
+    Refusal("text in YAML 1.1 that YAML 1.2 reads as a number (a rule matching 1000 never matched)", _test("""
+        assertions:
+          - {type: trace_must_not_call_tool, tool: refund, args_match: {amount: 1e3}}
+        """), frozenset({"E_CFG_PARSE"}), None, ("`1e3` is text in YAML 1.1", "the number 1000.0 in YAML 1.2",
+                                                 "write the number as YAML 1.1 reads one (`1000.0`)", "quote it"),
+        (5, 77)),
     Refusal("a quoted number where an integer is wanted says to drop the quotes", _test("""
         assertions:
           - {type: trace_max_steps, max: "3"}
@@ -323,12 +329,24 @@ def test_relative_schema_file_resolves_against_the_rules_file_directory(tmp_path
 
 
 @pytest.mark.parametrize("value, expected", [("07", 7), ("00", 0), ("0", 0), ("8", 8), ("1_000", 1000),
-                                             ("'010'", "010"), ('"1:30"', "1:30"), ("1.5", 1.5)])
+                                             ("'010'", "010"), ('"1:30"', "1:30"), ("1.5", 1.5),
+                                             ("1.0e+3", 1000.0), ("'1e3'", "1e3"), ("1.0.0", "1.0.0"), ("e3", "e3"),
+                                             ("0x1f", 31), ("v1", "v1")])
 def test_numbers_both_yaml_versions_read_alike_load_as_written(value: str, expected: object) -> None:
     from spanassert.config.source import parse_document, read_source
 
     doc = parse_document(read_source("version: 1\nx-value: %s\n" % value))
     assert doc.value["x-value"] == expected and not doc.problems
+
+
+@pytest.mark.parametrize("text", ["1e3", "-1E3", "1.0e3", ".5e1", "0o17", "09", "1e99999", "0o" + "7" * 5000])
+def test_plain_text_yaml_1_2_reads_as_a_number_is_refused_briefly(text: str) -> None:
+    from spanassert.config.source import parse_document, read_source
+
+    doc = parse_document(read_source("version: 1\nx-value: %s\n" % text))
+    (problem,) = doc.problems
+    assert problem.code == "E_CFG_PARSE" and "YAML 1.2" in problem.message and "quote it" in (problem.hint or "")
+    assert len(problem.format()) < 400
 
 
 def test_an_integer_too_long_to_read_is_named_briefly_with_its_size(tmp_path: Path) -> None:

@@ -31,6 +31,16 @@ _COLLECTION_TAGS = {_TAG + "map", _TAG + "omap", _TAG + "pairs", _TAG + "set", _
 # zero (`010` is 8 here, 10 there). A rules file shared between the two must not mean two things.
 _SEXAGESIMAL = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?")
 _LEADING_ZERO_OCTAL = re.compile(r"[-+]?0[0-7_]*[1-7][0-7_]*")
+# Plain text in YAML 1.1 that YAML 1.2's core schema reads as a number: an exponent without a dot or
+# a sign (`1e3`), `0o17`, a leading zero with an 8 or 9 (`09`).
+_YAML12_NUMBER = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|0o[0-7]+|0x[0-9a-fA-F]+")
+
+
+_INF = float("inf")
+
+
+def _brief(text: str) -> str:
+    return text if len(text) <= 40 else f"{text[:20]}…{text[-8:]}"
 
 
 class Refused(Exception):
@@ -109,6 +119,8 @@ class ValueBuilder:
     def _scalar(self, node: ScalarNode) -> Any:
         tag = node.tag
         if tag in _SCALAR_AS_TEXT:
+            if tag == _TAG + "str" and not node.style and _YAML12_NUMBER.fullmatch(node.value):
+                return self._text_or_number(node)
             return node.value
         if (tag == _TAG + "int" or tag == _TAG + "float") and self._two_readings(node):
             # Reported; the YAML 1.1 reading stands in, so no second error follows from the same value.
@@ -163,6 +175,29 @@ class ValueBuilder:
         self.problems.append(Diagnostic(codes.E_CFG_PARSE, message, file=self.file, line=line, column=col,
                                         hint=hint))
         return True
+
+    def _text_or_number(self, node: ScalarNode) -> Any:
+        """Report plain text that YAML 1.2 reads as a number (``1e3``: text here, 1000.0 there); the
+        number stands in (no second error follows from the same value), or the text if too long."""
+        text = node.value
+        shown = _brief(text)
+        value: Any = text
+        if len(text) > 40:
+            number = "a number"
+            fix = "write the number as YAML 1.1 reads one"
+        else:
+            base = 8 if text.startswith("0o") else 16 if text.startswith("0x") else 10
+            decimal_int = base == 10 and "." not in text and "e" not in text.lower()
+            value = int(text, base) if base != 10 or decimal_int else float(text)
+            written = (".inf" if value > 0 else "-.inf") if value in (_INF, -_INF) else repr(value)
+            number = f"the number {written}"
+            fix = f"write the number as YAML 1.1 reads one (`{written}`)"
+        line, col = mark_pos(node.start_mark)
+        self.problems.append(Diagnostic(
+            codes.E_CFG_PARSE, f"`{shown}` is text in YAML 1.1 (read here as the string \"{shown}\") but {number} in "
+            "YAML 1.2", file=self.file, line=line, column=col,
+            hint=f"{fix}, or quote it (`\"{shown}\"`) if it is text"))
+        return value
 
     def _key_text(self, key_node: Node, path: KeyPath) -> Optional[str]:
         if isinstance(key_node, ScalarNode):
