@@ -190,7 +190,10 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
         def slow_end(span: ReadableSpan, head: Any) -> None:
             me = ref()
             if me is not None:
-                AssertionSpanProcessor.on_end(me, span, head)
+                if head is None:
+                    AssertionSpanProcessor.on_end(me, span, None)
+                else:
+                    AssertionSpanProcessor._end_marked(me, span, head)
 
         own["on_start"], own["on_end"] = sdk.fast_callbacks(
             slow_start, slow_end, self._tracked, self._links, self._queue.traces, self._background, self._export,
@@ -262,11 +265,13 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
             # (with one, they travel on the exported copy); no list is allocated otherwise.
             current: Optional[List[Violation]] = None if self._export else []
             self._sink.current = current
+            last = self._last_trace
+            trace_hex = last[1] if last[0] == tid else self._trace_hex(tid)
+            start, resource = sdk.started(span)
             try:
                 positioned = self.engine.start_span(
-                    self._trace_hex(tid), format(sid, "016x"), format(pid, "016x") if pid is not None else None,
-                    name, attrs, sdk.start_time(span) or time.time_ns(), sdk.resource_attributes(span), role,
-                    pid is None or remote,
+                    trace_hex, format(sid, "016x"), format(pid, "016x") if pid is not None else None,
+                    name, attrs, start or time.time_ns(), resource, role, pid is None or remote,
                 )
             finally:
                 self._sink.current = None
@@ -288,7 +293,9 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
                                            self.engine.by_trace.get(self._trace_hex(tid)) is not None):
                     self._roots.add(sid, span)
                 self._roots.write_at_start(span, current)
-            return self._sink.take_deferred()
+            items = self._sink.deferred  # as take_deferred
+            self._sink.deferred = None
+            return items if items else NOTHING
 
     def _link(self, tid: int, span_id: int) -> None:
         """Under the engine lock: give the engine the plain spans from ``span_id`` up to the
@@ -362,6 +369,54 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
                     self._source_dropped(tid)
                 if remote and (self._remote.traces or self._remote.lost):
                     self._remote.ended(tid, False)  # a trace no episode follows: forget it
+        except Exception as exc:  # noqa: BLE001 -- the processor never raises into the application
+            self._sink.internal_error("on_end", exc)
+            self._judging_failed(span)
+        self._forward(span, out)
+        if items:
+            self._sink.run_deferred(items)
+
+    def _end_marked(self, span: ReadableSpan, head: Any) -> None:
+        """``on_end`` of a span with a marker key, its fields read (``head``; see sdk.fast_callbacks).
+        A model step positioned at its start, whose end :meth:`_end_inline` would take in on this
+        thread, goes straight to the engine here: the same checks and the same work as
+        ``on_end`` -> ``_end_inline`` -> ``_evaluate_unqueued`` -> ``_evaluate_end``, without their
+        calls (a model step is most of an agent's GenAI spans). Any other span goes to ``on_end``."""
+        out: Optional[SpanOutcome] = None
+        items: Optional[List[Any]] = None
+        try:
+            tid, sid, attrs, name, pid, remote = head
+            queued = self._queue.traces
+            if (pid is None or remote or not self._background or self._positioned.get(sid) != AT_START_STEP
+                    or tid not in self._tracked or (self._links and sid in self._links) or queued.get(tid)
+                    or not self.engine.by_trace_key):
+                AssertionSpanProcessor.on_end(self, span, head)
+                return
+            lock = self._lock
+            if not lock.acquire(blocking=False):  # the worker is judging an end: queue this one behind it
+                AssertionSpanProcessor.on_end(self, span, head)
+                return
+            try:
+                if queued.get(tid):  # queued meanwhile by another thread: keep the order
+                    lock.release()
+                    lock = None
+                    AssertionSpanProcessor.on_end(self, span, head)
+                    return
+                self._positioned.pop(sid, None)
+                sink = self._sink
+                sink.deferred = []
+                try:
+                    if tid in self._tracked:
+                        out = self._engine_end(span, tid, sid, attrs, name, pid, remote, None, False)
+                    else:  # its episode closed meanwhile (a queued root's end ran): as _evaluate_end
+                        out = self._evaluate_end(span, head)
+                finally:
+                    pending = sink.deferred  # as _evaluate_unqueued (lost with the span's judging if it raised)
+                    sink.deferred = None
+                items = pending
+            finally:
+                if lock is not None:
+                    lock.release()
         except Exception as exc:  # noqa: BLE001 -- the processor never raises into the application
             self._sink.internal_error("on_end", exc)
             self._judging_failed(span)
@@ -443,17 +498,18 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
     def _engine_end(self, span: ReadableSpan, trace_id: int, span_id: int, attrs: Mapping[str, Any], name: str,
                     parent_id: Optional[int], remote: bool, role: Optional[int], start_first: bool,
                     ) -> Optional[SpanOutcome]:
-        tid = self._trace_hex(trace_id)
+        last = self._last_trace
+        tid = last[1] if last[0] == trace_id else self._trace_hex(trace_id)
         sid = format(span_id, "016x")
         pid = format(parent_id, "016x") if parent_id is not None else None
-        start, end, status, events = sdk.timing(span)
+        start, end, status, events, dropped = sdk.ended(span)
         start = start or 0
         end = end or start
         engine = self.engine
         if start_first:
             engine.start_span(tid, sid, pid, name, attrs, start, sdk.resource_attributes(span), role,
                               parent_id is None or remote)
-        if sdk.dropped(span):
+        if dropped:
             # The SDK's span limits dropped some of what the span recorded (the oldest attributes
             # first: its tool name, its arguments): its episode's evidence is incomplete, as replay
             # and serve say of the exported span. Before its end, which may close the episode.
