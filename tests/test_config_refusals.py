@@ -240,6 +240,11 @@ REFUSALS: List[Refusal] = [
         """), frozenset({"E_CFG_PARSE"}), None, ("`1e3` is text in YAML 1.1", "the number 1000.0 in YAML 1.2",
                                                  "write the number as YAML 1.1 reads one (`1000.0`)", "quote it"),
         (5, 77)),
+    Refusal("yes/no/on/off: booleans in YAML 1.1, text in YAML 1.2 (country: no matched false, never 'no')", _test("""
+        assertions:
+          - {type: trace_must_not_call_tool, tool: ship, args_match: {country: no}}
+        """), frozenset({"E_CFG_PARSE"}), None, ("`no` is the boolean false in YAML 1.1",
+                                                 "the text \"no\" in YAML 1.2", "write `false`", "quote it"), None),
     Refusal("a quoted number where an integer is wanted says to drop the quotes", _test("""
         assertions:
           - {type: trace_max_steps, max: "3"}
@@ -331,7 +336,8 @@ def test_relative_schema_file_resolves_against_the_rules_file_directory(tmp_path
 @pytest.mark.parametrize("value, expected", [("07", 7), ("00", 0), ("0", 0), ("8", 8), ("1_000", 1000),
                                              ("'010'", "010"), ('"1:30"', "1:30"), ("1.5", 1.5),
                                              ("1.0e+3", 1000.0), ("'1e3'", "1e3"), ("1.0.0", "1.0.0"), ("e3", "e3"),
-                                             ("0x1f", 31), ("v1", "v1")])
+                                             ("0x1f", 31), ("v1", "v1"), ("true", True), ("False", False),
+                                             ("'no'", "no"), ("y", "y"), ("n", "n")])
 def test_numbers_both_yaml_versions_read_alike_load_as_written(value: str, expected: object) -> None:
     from spanassert.config.source import parse_document, read_source
 
@@ -433,3 +439,61 @@ def test_every_policy_error_says_how_to_fix_it(policy: str, tmp_path: Path) -> N
     errors = [d for d in diags if d.severity == "error"]
     assert errors and not [d for d in errors if d.code == "E_INTERNAL"]
     assert all(d.hint for d in errors), "\n".join(d.format() for d in errors if not d.hint)
+
+
+TRICKY_TEXT = ["1e3", "09", "0o17", "1:30", "010", "no", "yes", "on", "1.0e3", "e3", "true", "0x1f", ".5e1", "-1E3",
+               "1_000", "2001-12-14", "~", "null", ""]
+
+
+def test_what_spanassert_writes_as_yaml_loads_back_as_the_same_text() -> None:
+    # Drafted (`init --from-trace`), migrated and check()-built rules files: PyYAML's dumper leaves
+    # `1e3`, `09`, `0o17` plain (text in YAML 1.1), which the loader refuses as YAML 1.2 numbers.
+    from spanassert.config.source import parse_document, read_source
+    from spanassert.config.yaml_values import safe_dump
+
+    for flow in (None, False):
+        text = safe_dump({"version": 1, "x-values": TRICKY_TEXT}, default_flow_style=flow)
+        doc = parse_document(read_source(text))
+        assert not doc.problems, [d.format() for d in doc.problems]
+        assert doc.value["x-values"] == TRICKY_TEXT
+
+
+def _policy_refusal(tmp_path: Path, name: str, content: str) -> List[Diagnostic]:
+    (tmp_path / name).write_text(content, encoding="utf-8")
+    return [d for d in _diagnostics(_test("""
+        expected:
+          type: args_valid
+          policy: %s
+        """ % name), tmp_path) if d.severity == "error"]
+
+
+@pytest.mark.parametrize("name, content, needles", [
+    ("bomb.yaml", ALIAS_BOMB, ("aliases expand to more than",)),
+    ("twice.yaml", "refund: {type: object}\nrefund: {type: string}\n", ("duplicate key `refund`",)),
+    ("exp.yaml", "refund: {properties: {amount: {maximum: 1e3}}}\n", ("`1e3` is text in YAML 1.1", "line 1")),
+    ("twice.json", '{"refund": {"type": "object"}, "refund": {"type": "string"}}', ("given twice",)),
+    ("nan.json", '{"refund": {"properties": {"amount": {"maximum": NaN}}}}', ("`NaN` is not JSON",)),
+    ("big.yaml", "# " + "x" * (1 << 20) + "\n", ("1 MiB",)),
+])
+def test_a_policy_file_is_read_with_the_rules_files_bounds_and_checks(
+        name: str, content: str, needles: Tuple[str, ...], tmp_path: Path) -> None:
+    # session 9: policy files were read with a bare yaml.safe_load: an alias bomb expanded in full, a
+    # repeated key kept its last value silently, and `maximum: 1e3` was the text "1e3".
+    errors = _policy_refusal(tmp_path, name, content)
+    policy = [d for d in errors if d.code == "E_CFG_POLICY"]
+    assert policy, [d.format() for d in errors]
+    text = policy[0].message + " " + (policy[0].hint or "")
+    assert f"policy file {name!r}" in text and all(n in text for n in needles), policy[0].format()
+    assert policy[0].hint
+
+
+def test_a_json_policy_file_reads_json_numbers_as_json_does(tmp_path: Path) -> None:
+    (tmp_path / "p.json").write_text('{"refund": {"type": "object", "properties": {"amount": {"maximum": 1e3}}}}',
+                                     encoding="utf-8")
+    (tmp_path / "rules.yaml").write_text(_test("""
+        expected:
+          type: args_valid
+          policy: p.json
+        """), encoding="utf-8")
+    config = load_config(tmp_path / "rules.yaml")
+    assert config.tests[0].assertions

@@ -177,9 +177,8 @@ def plan_expectations(expectations: Any) -> _Plan:
     """Read understudy 0.6.0 expectations (a dict of its keys, or its ``Expectations`` model). Raises
     ValueError naming the key and why for what spans cannot check, and for expectations that check
     nothing (understudy passes those)."""
-    import yaml
-
     from .config import load_config
+    from .config.yaml_values import safe_dump
 
     data = _as_dict(expectations)
     unknown = set(data) - set(EXPECTATION_KEYS)
@@ -224,7 +223,7 @@ def plan_expectations(expectations: Any) -> _Plan:
                              "returns an unjudged result for a name it does not know, and custom metrics registered "
                              "with understudy's MetricRegistry run on its own Trace)")
     if tests:
-        plan.config = load_config(yaml.safe_dump({"version": 1, "tests": tests}, sort_keys=False))
+        plan.config = load_config(safe_dump({"version": 1, "tests": tests}, sort_keys=False))
     if not (tests or plan.required_agents or plan.forbidden_agents or plan.required_agent_tools or plan.resolution):
         raise ValueError("expectations check nothing: give required_tools, forbidden_tools, required_agents, "
                          "forbidden_agents, required_agent_tools, expected_resolution or expected_trajectory "

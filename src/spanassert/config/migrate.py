@@ -34,16 +34,16 @@ class MigrationError(Exception):
 
 
 def _read(path: str, base_dir: str, where: str) -> Any:
-    import yaml
+    """A referenced policy file, read as the loader reads one (its bounds and checks)."""
+    from ..assertions.base import BuildContext
+    from ..assertions.expected.common import load_policy_file
 
-    full = path if os.path.isabs(path) else os.path.join(base_dir, path)
-    try:
-        with open(full, encoding="utf-8") as fh:
-            return yaml.safe_load(fh)
-    except OSError as exc:
-        raise MigrationError(f"{where}: cannot read {path!r}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise MigrationError(f"{where}: {path!r} is not valid YAML/JSON: {exc}") from None
+    ctx = BuildContext(base_dir=base_dir)
+    value = load_policy_file(path, ctx, "policy")
+    if ctx.errors:
+        _, message, _, hint = ctx.errors[0]
+        raise MigrationError(f"{where}: {message}" + (f" ({hint})" if hint else ""))
+    return value
 
 
 def _tagged(block: Dict[str, Any]) -> Tuple[Dict[str, Any], Optional[str]]:
@@ -188,11 +188,10 @@ def add_migrate_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_migrate(args: argparse.Namespace) -> int:
-    import yaml
-
     from ..core.model import ConfigError
     from .loader import load_config
     from .source import SourceProblem, parse_document, read_source
+    from .yaml_values import safe_dump
 
     path: str = args.file
     err = sys.stderr
@@ -222,7 +221,7 @@ def run_migrate(args: argparse.Namespace) -> int:
         sys.stdout.write(f"{path}: needs migrating (run `spanassert migrate {path}`):\n"
                          + "".join(f"  - {c}\n" for c in changes))
         return EXIT_CONFIG
-    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False)
+    text = safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False)
     target = args.output or path
     # The result must load before anything is written: a temporary file beside the target, so that
     # paths relative to the rules file resolve as they will.

@@ -88,7 +88,7 @@ def read_source(path_or_text: Any) -> Source:
         text = _decode(bytes(path_or_text), None)
         return Source(text, None, os.getcwd())
     if isinstance(path_or_text, str) and "\n" in path_or_text:
-        _check_text_size(path_or_text)
+        check_text_size(path_or_text)
         _check_text_encodable(path_or_text)
         return Source(path_or_text, None, os.getcwd())
     if not isinstance(path_or_text, (str, os.PathLike)):
@@ -147,7 +147,7 @@ def _too_large(size: int, label: Optional[str]) -> Diagnostic:
     )
 
 
-def _check_text_size(text: str) -> None:
+def check_text_size(text: str) -> None:
     if len(text) * 4 <= MAX_CONFIG_BYTES:
         return
     size = len(text.encode("utf-8", "surrogatepass"))

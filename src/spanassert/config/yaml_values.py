@@ -130,7 +130,10 @@ class ValueBuilder:
             if tag == _TAG + "null":
                 return None
             if tag == _TAG + "bool":
-                return self._scalars.construct_yaml_bool(node)
+                value = self._scalars.construct_yaml_bool(node)
+                if not node.style and node.value.lower() not in ("true", "false"):
+                    self._yes_no(node, value)  # reported; the YAML 1.1 reading stands in
+                return value
             if tag == _TAG + "int":
                 return self._scalars.construct_yaml_int(node)
             if tag == _TAG + "float":
@@ -175,6 +178,16 @@ class ValueBuilder:
         self.problems.append(Diagnostic(codes.E_CFG_PARSE, message, file=self.file, line=line, column=col,
                                         hint=hint))
         return True
+
+    def _yes_no(self, node: ScalarNode, value: bool) -> None:
+        """Report ``yes``/``no``/``on``/``off``: booleans in YAML 1.1, text in YAML 1.2 (``country: no``
+        would match false here, never the text "no")."""
+        word = "true" if value else "false"
+        line, col = mark_pos(node.start_mark)
+        self.problems.append(Diagnostic(
+            codes.E_CFG_PARSE, f"`{node.value}` is the boolean {word} in YAML 1.1 but the text \"{node.value}\" in "
+            "YAML 1.2", file=self.file, line=line, column=col,
+            hint=f"write `{word}` for the boolean, or quote it (`\"{node.value}\"`) for the text"))
 
     def _text_or_number(self, node: ScalarNode) -> Any:
         """Report plain text that YAML 1.2 reads as a number (``1e3``: text here, 1000.0 there); the
@@ -263,3 +276,24 @@ class ValueBuilder:
             for k, v in saved.items():
                 table[k] = v
         return merged if isinstance(merged, dict) else {}
+
+
+class _Dumper(yaml.SafeDumper):
+    """PyYAML's safe dumper, quoting also the strings this loader refuses plain (``1e3``, ``09``,
+    ``0o17``: text in YAML 1.1, numbers in YAML 1.2; PyYAML quotes only what YAML 1.1 would misread)."""
+
+
+def _represent_str(dumper: _Dumper, data: str) -> Any:
+    if _YAML12_NUMBER.fullmatch(data):
+        return dumper.represent_scalar(_TAG + "str", data, style="'")
+    return dumper.represent_str(data)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def safe_dump(data: Any, **options: Any) -> str:
+    """``yaml.safe_dump`` whose output this loader reads back as the same values (drafted and
+    migrated rules files, the rules ``check()`` builds)."""
+    text: str = yaml.dump(data, Dumper=_Dumper, **options)
+    return text

@@ -21,10 +21,9 @@ import math
 import re
 from typing import Any, Dict, List, Sequence, Tuple
 
-import yaml
-
 from ..assertions.base import NEED_ARGUMENTS, Assertion, BuildContext
 from ..config.model import Config, TestCase
+from ..config.yaml_values import safe_dump
 from ..core.escaping import escape_control
 from ..core.model import CONTENT_OK, MISSING, EpisodeView, ModelStep, Outcome, ToolCall
 from ..otlp.json_decode import json_kind
@@ -314,12 +313,12 @@ def draft(episodes: List[EpisodeSeen], sources: Sequence[str], *, enforce: bool 
         # Tool names come from spans: a line break in one would end its comment and write what follows
         # as YAML (a test of the trace's choosing); the one escaping rule for span text keeps it on the line.
         lines.extend(f"  # {escape_control(c)}" for c in comments)
-        dumped = yaml.safe_dump([test], sort_keys=False, allow_unicode=True, width=100, default_flow_style=None)
+        dumped = safe_dump([test], sort_keys=False, allow_unicode=True, width=100, default_flow_style=None)
         if escape_control(dumped.replace("\n", "")) != dumped.replace("\n", ""):
             # PyYAML writes bidi controls (U+202E, which reorders how the line is shown) and some C1
             # characters raw when it may write Unicode; this test names such a tool or key, so it is
             # written ASCII-only: each of those is then a "\u202E" escape, the value the same.
-            dumped = yaml.safe_dump([test], sort_keys=False, allow_unicode=False, width=100,
+            dumped = safe_dump([test], sort_keys=False, allow_unicode=False, width=100,
                                     default_flow_style=None)
         lines.extend("  " + line for line in dumped.rstrip("\n").split("\n"))
     return "\n".join(lines) + "\n"
