@@ -78,6 +78,7 @@ MODULES = [
     "spanassert/otlp/json_typed.py",
     "spanassert/otlp/framed.py",
     "spanassert/otlp/proto_decode.py",
+    "spanassert/otlp/proto_wire.py",
     "spanassert/otlp/reader.py",
     "spanassert/otlp/issues.py",
     "spanassert/replay/driver.py",

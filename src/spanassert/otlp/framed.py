@@ -11,9 +11,20 @@ from spanassert.otlp.formats import CHUNK, MAX_FRAME_BYTES, WHITESPACE, ZSTD_MAG
 from spanassert.otlp.issues import ERROR, WARNING, InputIssue, SpanDecodeError
 from spanassert.otlp.json_decode import records_from_json
 from spanassert.otlp.proto_decode import records_from_proto
+from spanassert.otlp.proto_wire import wire_decoder
 
 
 def _proto_records(name: str, index: int, offset: int, data: bytes) -> Iterator[Item]:
+    source = f"{name}#message {index}"
+    fast = wire_decoder()
+    if fast is not None:
+        # The compiled build's wire decoder: the same records, or None for a message it does not read
+        # exactly (then the protobuf runtime and proto_decode below read it, errors and all).
+        wired = fast(data, source)
+        if wired is not None:
+            if wired:
+                yield wired
+            return
     # protobuf is imported when a protobuf file is read: JSON replay and `spanassert --help` skip it.
     from google.protobuf.message import DecodeError
     from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
@@ -27,7 +38,7 @@ def _proto_records(name: str, index: int, offset: int, data: bytes) -> Iterator[
         )
         return
     errors: List[SpanDecodeError] = []
-    records = records_from_proto(msg, f"{name}#message {index}", errors=errors)
+    records = records_from_proto(msg, source, errors=errors)
     if records:
         yield records
     for problem in errors:

@@ -286,6 +286,9 @@ def make_http_handler(receiver: Receiver) -> type:
 
             source = "otlp-http"
             if ctype == CT_PROTOBUF:
+                got = receiver.decode_proto_bytes(body, source)
+                if got is not None:
+                    return got
                 from google.protobuf.message import DecodeError
                 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 

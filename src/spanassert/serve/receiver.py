@@ -339,6 +339,22 @@ class Receiver:
             whys.append(f"{self.requests_unreadable} request(s) were refused as unreadable")
         return whys
 
+    def decode_proto_bytes(
+        self, body: bytes, source: str
+    ) -> Optional[Tuple[List[SpanRecord], List[Any], Optional[Dict[Tuple[str, str], Any]]]]:
+        """:meth:`decode_proto` from the request's bytes by the compiled build's wire decoder (see
+        otlp/proto_wire.py), or None: then parse the request and call :meth:`decode_proto`. None too
+        when forwarding, which keeps the runtime's messages."""
+        if self.forwarder is not None:
+            return None
+        from ..otlp.proto_wire import wire_decoder
+
+        fast = wire_decoder()
+        records = fast(body, source) if fast is not None else None
+        if records is None:
+            return None
+        return records, [], None
+
     def decode_proto(self, request: Any,
                      source: str) -> Tuple[List[SpanRecord], List[Any], Optional[Dict[Tuple[str, str], Any]]]:
         from ..otlp import records_from_proto
