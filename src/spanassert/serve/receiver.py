@@ -444,29 +444,41 @@ class Receiver:
         engine = self.engine
         role_of = engine.mapper.role
         wire = batch.wire
-        pending = self.buffer.pending
+        buffer = self.buffer
+        pending = buffer.pending
+        add_many = buffer.add_many
+        sides = self._sides
+        precheck = self._precheck
+        forwarding = self.forwarder is not None
         max_spans = self.options.max_trace_spans
         max_age = self.options.max_trace_seconds
         by_id: Optional[Dict[Tuple[str, str], SpanRecord]] = None
+        # Each field of a record and of self read once per span (neither is a native class: every
+        # read is an attribute lookup; set only in __init__, except buffered_spans, which _feed changes).
         for r in batch.records:
-            side = self._sides.get(r.trace_id)
+            trace_id = r.trace_id
+            span_id = r.span_id
+            side = sides.get(trace_id)
             if side is None:
-                side = self._sides[r.trace_id] = _TraceSide()
-            first = side.span_ids.get(r.span_id)
+                side = sides[trace_id] = _TraceSide()
+            first = side.span_ids.get(span_id)
             if first is None:
-                side.span_ids[r.span_id] = r
+                side.span_ids[span_id] = r
             elif side.repeated(first, r):
                 self.duplicates += 1  # a retried request: the span is already here
                 continue
-            if self._precheck:
-                role = role_of(r.name, r.attributes)
+            if precheck:
+                name = r.name
+                attributes = r.attributes
+                role = role_of(name, attributes)
                 if role == ROLE_TOOL:
+                    start_ns = r.start_ns
                     starts = side.tool_starts
-                    index = bisect_left(starts, r.start_ns)
-                    insort(starts, r.start_ns)
+                    index = bisect_left(starts, start_ns)
+                    insort(starts, start_ns)
                     try:
-                        found = engine.precheck(r.trace_id, r.span_id, r.parent_span_id, r.name, r.attributes,
-                                                r.start_ns, r.end_ns, r.status_code, r.events, role=role,
+                        found = engine.precheck(trace_id, span_id, r.parent_span_id, name, attributes,
+                                                start_ns, r.end_ns, r.status_code, r.events, role=role,
                                                 index=index, keep=True)
                         if found:
                             # The agent (a metric attribute) is looked for only when there is something to report.
@@ -478,14 +490,14 @@ class Receiver:
                                 self.sink.early(v)
                     except Exception as exc:  # noqa: BLE001 - the assembled check judges it again
                         self.sink.internal_error("serve_precheck", exc)
-            if self.forwarder is not None:
-                side.wire[id(r)] = wire.get((r.trace_id, r.span_id)) if wire is not None and first is None else None
+            if forwarding:
+                side.wire[id(r)] = wire.get((trace_id, span_id)) if wire is not None and first is None else None
             self.buffered_spans += 1
-            for trace in self.buffer.add_many((r,), now):  # add(), without a call per span
+            for trace in add_many((r,), now):  # add(), without a call per span
                 self._feed(trace)
-            p = pending.get(r.trace_id)
+            p = pending.get(trace_id)
             if p is not None and (len(p.records) >= max_spans or now - p.first_seen_at >= max_age):
-                self._release_early(r.trace_id)
+                self._release_early(trace_id)
         while self.buffered_spans > self.options.max_buffered_spans and pending:
             self._release_early(next(iter(pending)))  # the least recently active trace
 
