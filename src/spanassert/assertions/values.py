@@ -164,7 +164,11 @@ def _plain_numbers(value: Any, depth: int) -> bool:
         d: Dict[Any, Any] = value
         for v in d.values():
             tv = type(v)
-            if (tv is float or tv is dict or tv is list or tv is tuple) and not _plain_numbers(v, depth + 1):
+            if tv is float:  # the float case above, inlined: no call per float leaf
+                fv: float = v
+                if fv.is_integer() or fv - fv != 0.0:
+                    return False
+            elif (tv is dict or tv is list or tv is tuple) and not _plain_numbers(v, depth + 1):
                 return False
         return True
     if t is list or t is tuple:
@@ -173,7 +177,11 @@ def _plain_numbers(value: Any, depth: int) -> bool:
         items: Iterable[Any] = value
         for v in items:
             tv = type(v)
-            if (tv is float or tv is dict or tv is list or tv is tuple) and not _plain_numbers(v, depth + 1):
+            if tv is float:
+                fl: float = v
+                if fl.is_integer() or fl - fl != 0.0:
+                    return False
+            elif (tv is dict or tv is list or tv is tuple) and not _plain_numbers(v, depth + 1):
                 return False
         return True
     return not isinstance(value, (dict, list, tuple, float))
