@@ -113,6 +113,9 @@ def find_in_value(value: Any, names: Union[List[str], Scanner]) -> Tuple[Optiona
 # and keys than MAX_LEAVES and nests less deeply than MAX_DEPTH: a walk of its value is never cut.
 _CLEAR_CHARS: Final = min(MAX_MATCH_CHARS, 2 * MAX_LEAVES)
 _CLEAR_BRACKETS: Final = min(32, MAX_DEPTH // 2)
+# What a start scan remembers of a call (SensitiveState.cleared_complete): False, True (the scan was
+# incomplete or complete), or this: the recorded text cleared whole before the arguments were decoded.
+_CLEARED_UNDECODED: Final = 2
 
 
 def cleared_as_recorded(raw: Any, scan_with: Scanner) -> bool:
@@ -138,13 +141,14 @@ class SensitiveState(RareFactsHolder):
         self.open = 0
         self.more = None
         # The latest call whose arguments were scanned at its start (nothing was found), and
-        # whether that scan was complete: when its end carries the same arguments, they are not
-        # scanned again. Calls in flight at once beyond it: call -> complete, made at first use.
+        # whether that scan was complete (or _CLEARED_UNDECODED): when its end carries the same
+        # arguments, they are not scanned again. Calls in flight at once beyond it: call ->
+        # complete, made at first use.
         self.cleared_call: Optional[ToolCall] = None
-        self.cleared_complete = False
-        self.cleared_at_start: Optional[Dict[ToolCall, bool]] = None
+        self.cleared_complete: int = False
+        self.cleared_at_start: Optional[Dict[ToolCall, int]] = None
 
-    def clear_at_start(self, call: ToolCall, complete: bool) -> None:
+    def clear_at_start(self, call: ToolCall, complete: int) -> None:
         if self.cleared_call is not None:
             more = self.cleared_at_start
             if more is None:
@@ -153,9 +157,9 @@ class SensitiveState(RareFactsHolder):
                 more[self.cleared_call] = self.cleared_complete
         self.cleared_call, self.cleared_complete = call, complete
 
-    def cleared(self, call: ToolCall) -> Optional[bool]:
-        """Whether ``call``'s arguments were cleared at its start (and completely), forgetting it;
-        None when they were not scanned then."""
+    def cleared(self, call: ToolCall) -> Optional[int]:
+        """Whether ``call``'s arguments were cleared at its start (and completely, or
+        _CLEARED_UNDECODED), forgetting it; None when they were not scanned then."""
         if self.cleared_call is call:
             self.cleared_call = None
             return self.cleared_complete
@@ -238,8 +242,17 @@ class NoSensitiveDataAssertion(Assertion):
 
     def on_call_start(self, state: SensitiveState, call: ToolCall) -> Optional[Failure]:
         state.open += 1
-        # Only reached with content when a front door gives arguments at start (the engine does not).
-        if self.scan_args and call.arguments_state == CONTENT_OK:
+        if not self.scan_args:
+            return None
+        complete: int
+        if (call.memo is None and not call.arguments_decoded and self.clears_whole is cleared_as_recorded
+                and cleared_as_recorded(call.arguments_text, self.scanner)):
+            # No detector can find anything in the recorded text, nor in any key or leaf of what it
+            # decodes to: nothing to report now, and no need to decode it on the agent's thread.
+            # Whether it parses and repeats no key (what makes the scan complete, as _find says)
+            # is read at the end, which decodes the arguments anyway (see on_call_end).
+            complete = _CLEARED_UNDECODED
+        elif call.arguments_state == CONTENT_OK:
             # _find's common case first (no memo, no repeated key, the recorded text cleared whole by
             # one test): what _find returns there, without its call and the decoded value's read.
             if (call.memo is None and not call.ambiguous and self.clears_whole is cleared_as_recorded
@@ -249,22 +262,31 @@ class NoSensitiveDataAssertion(Assertion):
                 hit, complete = self._find(call, "arguments", call.arguments, call.arguments_text)
             if hit is not None:
                 return self._found(state, call, "arguments", hit)
-            if state.cleared_call is None:
-                state.cleared_call, state.cleared_complete = call, complete  # clear_at_start, the common case
-            else:
-                state.clear_at_start(call, complete)
+        else:
+            return None
+        if state.cleared_call is None:
+            state.cleared_call, state.cleared_complete = call, complete  # clear_at_start, the common case
+        else:
+            state.clear_at_start(call, complete)
         return None
 
     def on_call_end(self, state: SensitiveState, call: ToolCall) -> Optional[Failure]:
         if state.open:
             state.open -= 1
         failure: Optional[Failure] = None
-        cleared: Optional[bool]
+        cleared: Optional[int]
         if state.cleared_call is call:  # state.cleared(call), the common case
             state.cleared_call = None
             cleared = state.cleared_complete
         else:
             cleared = state.cleared(call)
+        if cleared == _CLEARED_UNDECODED:
+            # Cleared whole as recorded at the start, before decoding: what _find says of that text
+            # once decoded (complete unless it repeats a key); unparsable, it is scanned as before.
+            if call.args_at_start and call.arguments_state == CONTENT_OK:
+                cleared = not call.ambiguous & AMBIGUOUS_ARGUMENTS
+            else:
+                cleared = None
         if self.scan_args:
             if cleared is not None and call.args_at_start:
                 # The same arguments, scanned at start: counted as the scan at the end would.

@@ -425,6 +425,11 @@ class ToolCall:
         return self._args if self._args_state == CONTENT_OK else MISSING
 
     @property
+    def arguments_decoded(self) -> bool:
+        """Whether the recorded arguments were decoded already (nothing decodes them here)."""
+        return self._args_state is not None
+
+    @property
     def arguments_state(self) -> str:
         if self._args_state is None:
             self._decode_arguments()
