@@ -268,10 +268,12 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
             last = self._last_trace
             trace_hex = last[1] if last[0] == tid else self._trace_hex(tid)
             start, resource = sdk.started(span)
+            sid_hex = "%016x" % sid  # noqa: UP031 -- %-format: a third of format()'s cost
+            pid_hex = None if pid is None else "%016x" % pid  # noqa: UP031 -- as above
             try:
                 positioned = self.engine.start_span(
-                    trace_hex, format(sid, "016x"), format(pid, "016x") if pid is not None else None,
-                    name, attrs, start or time.time_ns(), resource, role, pid is None or remote,
+                    trace_hex, sid_hex, pid_hex, name, attrs, start or time.time_ns(), resource, role,
+                    pid is None or remote,
                 )
             finally:
                 self._sink.current = None
@@ -310,7 +312,7 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
         trace_hex = self._trace_hex(tid)
         marks = self._positioned
         for sid, parent_id in reversed(chain):
-            self.engine.start_span(trace_hex, format(sid, "016x"), format(parent_id, "016x"), "", sdk.EMPTY, 0,
+            self.engine.start_span(trace_hex, "%016x" % sid, "%016x" % parent_id, "", sdk.EMPTY, 0,  # noqa: UP031 -- as in _start_in_engine
                                    None, ROLE_OTHER, False)
             if self._background:
                 marks[sid] = AT_START_OTHER
@@ -500,8 +502,8 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
                     ) -> Optional[SpanOutcome]:
         last = self._last_trace
         tid = last[1] if last[0] == trace_id else self._trace_hex(trace_id)
-        sid = format(span_id, "016x")
-        pid = format(parent_id, "016x") if parent_id is not None else None
+        sid = "%016x" % span_id  # noqa: UP031 -- %-format: a third of format()'s cost
+        pid = "%016x" % parent_id if parent_id is not None else None  # noqa: UP031 -- as above
         start, end, status, events, dropped = sdk.ended(span)
         start = start or 0
         end = end or start
@@ -538,7 +540,7 @@ class AssertionSpanProcessor(Runtime, SpanProcessor):
         last = self._last_trace
         if last[0] == trace_id:
             return last[1]
-        text = format(trace_id, "032x")
+        text = "%032x" % trace_id  # noqa: UP031 -- %-format: a third of format()'s cost
         self._last_trace = (trace_id, text)
         return text
 

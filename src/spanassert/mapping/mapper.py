@@ -389,7 +389,7 @@ class Mapper:
         """``{tool: parameter names}`` from the tool definitions a span recorded (a model step or an
         agent that offered tools): ``gen_ai.tool.definitions``, OpenInference's flattened
         ``llm.tools.<i>.tool.json_schema``. None when it recorded none."""
-        get = lookup(attributes)
+        get = attributes.get if type(attributes) is dict else lookup(attributes)  # every model step's end
         found: Optional[Dict[str, Tuple[str, ...]]] = None
         value = get(GENAI_TOOL_DEFINITIONS)
         if value is not None:
