@@ -59,13 +59,15 @@ compiled-venv:
 # The whole suite against the compiled build (tests/test_build.py checks that it is compiled and of this
 # source). Opt-in until every module of the engine compiles and passes (issue 15).
 test-compiled: compiled-venv fwenvs
-	SPANASSERT_EXPECT_COMPILED=1 "$$($(PYTHON) build_support/compiled_venv.py --path)/bin/python" -m pytest -q tests
+	V="$$($(PYTHON) build_support/compiled_venv.py --path)" && \
+	  flock -s "$$V.inuse" env SPANASSERT_EXPECT_COMPILED=1 "$$V/bin/python" -m pytest -q tests
 
 # Every row in the pure build (the editable venv); every row whose work runs through compiled modules again
 # in the compiled build beside them (each row says which build it measured; without a compiler, pure rows only).
 bench: $(STAMP)
 	-$(MAKE) compiled-venv
-	SPANASSERT_BENCH_COMPILED="$$($(PYTHON) build_support/compiled_venv.py --path)" $(PY) benchmarks/run.py
+	V="$$($(PYTHON) build_support/compiled_venv.py --path)" && mkdir -p "$$(dirname "$$V")" && \
+	  flock -s "$$V.inuse" env SPANASSERT_BENCH_COMPILED="$$V" $(PY) benchmarks/run.py
 
 stress: $(STAMP)
 	$(PY) -m pytest -q tests/stress --stress-full

@@ -9,7 +9,10 @@ interpreter's version and the mypy pin: an edited source gets a new venv, so it 
 module older than its source. The build runs on a copy of the tree in a temporary directory (nothing is written into the
 checkout, no compiled module into src/), with SPANASSERT_COMPILE=1 (a failed compile is an error), and
 is checked afterwards: every module of compiled_modules.MODULES must import as a compiled module.
-A file lock lets parallel runs share one build; the oldest compiled venvs beyond the last four go.
+A file lock lets parallel runs share one build; the oldest compiled venvs beyond the last four go,
+except one in use: whoever runs a venv holds a shared lock on <venv>.inuse (`flock -s`, as `make
+test-compiled` and `make bench` do), and a venv whose lock is held is kept (a build in another
+worktree once removed the venv under a 25-minute test run).
 """
 from __future__ import annotations
 
@@ -117,7 +120,13 @@ def _prune() -> None:
     done = sorted((p for p in CACHE.glob("compiled-*") if (p / ".complete").exists()),
                   key=lambda p: (p / ".complete").stat().st_mtime, reverse=True)
     for old in done[KEEP:]:
-        shutil.rmtree(old, ignore_errors=True)
+        with open(old.with_name(old.name + ".inuse"), "w") as inuse:
+            try:
+                fcntl.flock(inuse, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a test run or a benchmark is using it: kept until a later build
+            shutil.rmtree(old, ignore_errors=True)
+            os.unlink(inuse.name)
 
 
 def main() -> int:

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Set, Tuple
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
 sys.path.insert(0, str(ROOT / "build_support"))
@@ -188,3 +190,28 @@ def test_no_pure_class_descends_from_a_class_the_build_compiles() -> None:
     bad = [f"{m}.{c} <- {a[0]}.{a[1]}" for (m, c) in bases if m not in compiled and f"{m}.{c}" not in PURE_ONLY
            for a in ancestors((m, c), set()) if a in native]
     assert not bad, f"pure classes descend from compiled ones (leave the module out, or allow subclasses): {bad}"
+
+
+def test_pruning_old_compiled_venvs_keeps_one_in_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A build in one worktree pruned the compiled venv a 25-minute `make test-compiled` in another was
+    # running (68 tests failed: its python was gone). A venv whose <venv>.inuse lock is held is kept.
+    import fcntl
+    import time
+
+    import compiled_venv
+
+    monkeypatch.setattr(compiled_venv, "CACHE", tmp_path)
+    venvs = []
+    for i in range(compiled_venv.KEEP + 2):
+        v = tmp_path / f"compiled-py3-{i}"
+        v.mkdir()
+        (v / ".complete").touch()
+        os.utime(v / ".complete", (time.time() - 1000 + i, time.time() - 1000 + i))
+        venvs.append(v)
+    oldest, second = venvs[0], venvs[1]
+    with open(oldest.with_name(oldest.name + ".inuse"), "w") as held:
+        fcntl.flock(held, fcntl.LOCK_SH)  # as `flock -s` holds it for a test run
+        compiled_venv._prune()
+    assert oldest.exists()
+    assert not second.exists() and not second.with_name(second.name + ".inuse").exists()
+    assert all(v.exists() for v in venvs[2:])
