@@ -6,11 +6,12 @@ unused path), on hand-written variants, and on generated mutations of a valid li
 from __future__ import annotations
 
 import copy
+from dataclasses import fields
 import json
 import os
+from pathlib import Path
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any, List, Optional
 
 import pytest
@@ -32,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _fields(r: SpanRecord) -> tuple:
     out = []
-    for slot in SpanRecord.__slots__:
+    for slot in [f.name for f in fields(SpanRecord)]:  # a native class has no __slots__
         v = getattr(r, slot)
         if slot == "events":
             v = (type(v), [(e.name, e.timestamp, dict(e.attributes), type(e.attributes)) for e in v])
@@ -150,9 +151,9 @@ def test_a_refused_line_is_read_the_careful_way_with_the_same_records_and_issues
     span["parent_span_id"] = span.pop("parentSpanId")
     path = tmp_path / "in.jsonl"
     path.write_bytes(_line(VALID) + _line(bad) + _line(snake) + b"{not json\n")
-    script = ("import sys, json; from spanassert.otlp import read_spans; issues = []; "
+    script = ("import sys, json, dataclasses; from spanassert.otlp import read_spans; issues = []; "
               "recs = list(read_spans([sys.argv[1]], on_issue=issues.append)); "
-              "print(json.dumps([[repr(getattr(r, s)) for s in type(r).__slots__ if s != 'events'] "
+              "print(json.dumps([[repr(getattr(r, f.name)) for f in dataclasses.fields(r) if f.name != 'events'] "
               "+ [repr([(e.name, e.timestamp, e.attributes) for e in r.events])] for r in recs])); "
               "print(json.dumps([i.format() for i in issues]))")
     outs = []
@@ -225,3 +226,4 @@ def test_the_reader_takes_the_typed_path_past_the_first_mebibyte(tmp_path: Path,
     monkeypatch.setenv("SPANASSERT_TYPED_JSON", "always")
     calls.clear()
     assert len(list(read_spans([small]))) == 10 and len(calls) == 10
+

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Type, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, Final, Type, TypeVar
 
 if TYPE_CHECKING:
     from typing_extensions import dataclass_transform
@@ -25,3 +25,11 @@ def record(cls: Type[T]) -> Type[T]:
     if sys.version_info >= (3, 10):
         return dataclass(eq=False, slots=True, kw_only=True)(cls)
     return dataclass(eq=False)(cls)
+
+
+# ``dataclass(eq=False, **SLOTS)``: what ``record`` gives (but ``kw_only``, which an explicit
+# ``__init__`` makes moot), for the records a compiled build (mypyc) makes native classes. mypyc makes
+# a class native only under its own decorators, ``dataclass`` among them (never under ``record``),
+# and keeps the native class (its fixed layout: no ``__slots__`` to read) whatever ``slots`` says; in
+# the pure build the class gets ``__slots__`` on 3.10+, as a ``record`` does.
+SLOTS: Final[Dict[str, bool]] = {"slots": True} if sys.version_info >= (3, 10) else {}

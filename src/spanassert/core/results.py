@@ -1,11 +1,11 @@
 """What the engine reports: violations (at the offending call) and episode results (at close)."""
 from __future__ import annotations
 
-from dataclasses import field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Dict, Final, List, Optional, Tuple
 
 from .model import CloseReason, Verdict, worst
-from .records import record
+from .records import SLOTS, record
 
 
 @record
@@ -47,7 +47,11 @@ class Violation:
         return f"Violation({self.test_id!r}, {self.assertion_type}, {self.message!r}, span={self.span_id})"
 
 
-@record
+# Not a ``record``: see records.SLOTS (a native class in a compiled build: the engine makes one per
+# rule of every episode it closes, a native constructor call instead of generic attribute stores, and
+# the downgrade pass and the verdict read it natively). The ``__init__`` takes the fields in order, as
+# keywords (as before) or positions.
+@dataclass(eq=False, **SLOTS)
 class AssertionResult:
     """The verdict of one assertion of one test on one episode."""
 
@@ -60,6 +64,18 @@ class AssertionResult:
     span_id: Optional[str]
     severity: str
     shadow: bool
+
+    def __init__(self, test_id: str, assertion_type: str, index: int, name: Optional[str], verdict: Verdict,
+                 message: str, span_id: Optional[str], severity: str, shadow: bool) -> None:
+        self.test_id = test_id
+        self.assertion_type = assertion_type
+        self.index = index
+        self.name = name
+        self.verdict = verdict
+        self.message = message
+        self.span_id = span_id
+        self.severity = severity
+        self.shadow = shadow
 
     def to_dict(self) -> Dict[str, Any]:
         return {
@@ -83,20 +99,8 @@ _new: Final = object.__new__
 
 def assertion_result(test_id: str, assertion_type: str, index: int, name: Optional[str], verdict: Verdict,
                      message: str, span_id: Optional[str], severity: str, shadow: bool) -> AssertionResult:
-    """``AssertionResult(...)`` with its fields given in order: the engine makes one per rule of
-    every episode it closes, and filling the record directly costs a third of the generated
-    keyword ``__init__``."""
-    r: AssertionResult = _new(AssertionResult)
-    r.test_id = test_id
-    r.assertion_type = assertion_type
-    r.index = index
-    r.name = name
-    r.verdict = verdict
-    r.message = message
-    r.span_id = span_id
-    r.severity = severity
-    r.shadow = shadow
-    return r
+    """``AssertionResult(...)`` with its fields given in order (the engine's one maker of results)."""
+    return AssertionResult(test_id, assertion_type, index, name, verdict, message, span_id, severity, shadow)
 
 
 @record

@@ -5,10 +5,10 @@ the engine reads them like the SDK's spans.
 """
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, Dict, Final, Mapping, Optional, Sequence
 
-from .records import record
+from .records import SLOTS
 
 
 class SpanEvent:
@@ -55,7 +55,10 @@ def dropped_count(*counts: Any) -> int:
     return n
 
 
-@record
+# A data class (its fields, its __init__ by hand) under ``dataclass`` itself, not ``record``: see
+# records.SLOTS. A compiled build makes it a native class, so that the decoders' stores and every read in
+# assembly, the engine's replay path and serve are slot accesses, not generic attribute lookups.
+@dataclass(eq=False, **SLOTS)
 class SpanRecord:
     """A finished span decoded from OTLP (a file line, a protobuf message, a receiver request).
 
@@ -63,6 +66,7 @@ class SpanRecord:
     ``kind`` and ``status_code`` use OTLP numbering (kind 1=INTERNAL … 5=CONSUMER; status 0 UNSET,
     1 OK, 2 ERROR). Attribute values are decoded AnyValues: str, bool, int, float, bytes, list
     (arrayValue) or dict (kvlistValue). ``source`` says where it came from ("file.jsonl:12").
+    Fields as keywords; compared by identity.
     """
 
     trace_id: str
@@ -85,16 +89,30 @@ class SpanRecord:
     # SDK's span limits). Non-zero: what the span says is not all it recorded (see SOURCE_DROPPED).
     dropped: int = 0
 
-    def __post_init__(self) -> None:
+    # Every parameter has a default: a compiled class's __new__ runs __init__ (the decoders make a
+    # record with SpanRecord.__new__ and fill its slots: see json_decode._fast_span).
+    def __init__(self, *, trace_id: str = "", span_id: str = "", parent_span_id: Optional[str] = None,
+                 name: str = "", kind: int = 1, start_ns: int = 0, end_ns: int = 0,
+                 attributes: Optional[Dict[str, Any]] = None, status_code: int = 0, status_message: str = "",
+                 events: Optional[Sequence[SpanEvent]] = None,
+                 resource: Optional[Dict[str, Any]] = None, scope: str = "", source: Optional[str] = None,
+                 dropped: int = 0) -> None:
+        self.trace_id = trace_id
+        self.span_id = span_id
         # Decoders give an empty parent id for a root, and None for an absent map or list.
-        if not self.parent_span_id:
-            self.parent_span_id = None
-        if self.attributes is None:
-            self.attributes = {}
-        if not self.events:
-            self.events = []
-        if self.resource is None:
-            self.resource = {}
+        self.parent_span_id = parent_span_id or None
+        self.name = name
+        self.kind = kind
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.attributes = {} if attributes is None else attributes
+        self.status_code = status_code
+        self.status_message = status_message
+        self.events = events if events else []
+        self.resource = {} if resource is None else resource
+        self.scope = scope
+        self.source = source
+        self.dropped = dropped
 
     def __repr__(self) -> str:
         return f"SpanRecord({self.name!r}, trace={self.trace_id[:8]}…, span={self.span_id})"

@@ -21,7 +21,7 @@ from .episode import (
 )
 from .model import CloseReason, EpisodeView, Failure, Outcome, ToolCall, Verdict
 from .plan import Plan, Slot
-from .results import AssertionResult, EpisodeResult, Violation, assertion_result, episode_result
+from .results import AssertionResult, EpisodeResult, Violation, episode_result
 from .toolcall import AMBIGUOUS_ARGUMENTS, AMBIGUOUS_RESULT
 
 # Enum members read once (reading one off its class costs a descriptor call each time).
@@ -204,7 +204,7 @@ class Verdicts:
                 if verdict is _PASSED and plan.undecided and slot.test.id in plan.undecided:
                     verdict, message = Verdict.INCONCLUSIVE, _UNDECIDED_MATCH
             test_id, type_name, a_index, a_name, severity, shadow = slot.head
-            append(assertion_result(test_id, type_name, a_index, a_name, verdict, message, sid, severity, shadow))
+            append(AssertionResult(test_id, type_name, a_index, a_name, verdict, message, sid, severity, shadow))
         if plan.excluded:
             # A span of the trace lost before the episode opened may be the one whose agent,
             # service or attributes `match` would have selected: not "not applicable", unknown.
@@ -215,8 +215,8 @@ class Verdicts:
             for t in plan.excluded:
                 severity = str(getattr(t.severity, "value", t.severity))
                 for a in t.trace_assertions:
-                    append(assertion_result(t.id, a.type_name, a.index, a.name, verdict, message, None, severity,
-                                            t.shadow))
+                    append(AssertionResult(t.id, a.type_name, a.index, a.name, verdict, message, None, severity,
+                                           t.shadow))
         return results
 
     @staticmethod
