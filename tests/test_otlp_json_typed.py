@@ -227,3 +227,13 @@ def test_the_reader_takes_the_typed_path_past_the_first_mebibyte(tmp_path: Path,
     calls.clear()
     assert len(list(read_spans([small]))) == 10 and len(calls) == 10
 
+
+def test_the_struct_field_positions_json_typed_reads_are_the_structs_own() -> None:
+    """Compiled, json_typed reads a struct's fields as one tuple (msgspec.structs.astuple), by position."""
+    from spanassert.otlp.json_structs import _AnyValue, _Span
+
+    assert _Span.__struct_fields__[:10] == ("traceId", "spanId", "parentSpanId", "name", "kind", "startTimeUnixNano",
+                                            "endTimeUnixNano", "attributes", "events", "status")
+    assert _Span.__struct_fields__[13:15] == ("droppedAttributesCount", "droppedEventsCount")
+    assert _AnyValue.__struct_fields__ == ("stringValue", "intValue", "boolValue", "doubleValue", "arrayValue",
+                                           "kvlistValue", "bytesValue", "stringValueStrindex")

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Dict, Final, Iterator, List, Optional, Sequence, Tuple
 
 import msgspec
+import msgspec.structs
 from msgspec import UNSET as _MSGSPEC_UNSET
 from msgspec import Raw
 
@@ -35,6 +36,10 @@ _ZERO_SPAN: Final = "0" * 16
 _new_record: Final = SpanRecord.__new__
 
 _decode: Final = msgspec.json.Decoder(_Traces[_Span]).decode
+_astuple: Final = msgspec.structs.astuple
+# Whether this module runs compiled (mypyc): then a msgspec Struct's fields are read as one tuple (see
+# _attributes), interpreted one by one (cheaper there than the call).
+_COMPILED: Final = not __file__.endswith((".py", ".pyc"))
 _json_decode: Final = msgspec.json.Decoder().decode
 _STRUCTURED = ("arrayValue", "kvlistValue", "bytesValue", "stringValueStrindex")
 
@@ -76,16 +81,33 @@ def _value(v: Any) -> Any:
 
 def _attributes(kvs: Any) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
-    for kv in kvs:
-        v = kv.value
-        if v is not UNSET:
-            x = v.stringValue
-            if x is not UNSET and v.intValue is UNSET and v.boolValue is UNSET and v.doubleValue is UNSET \
-                    and v.arrayValue is UNSET and v.kvlistValue is UNSET and v.bytesValue is UNSET \
-                    and v.stringValueStrindex is UNSET:
-                out[kv.key] = x
-                continue
-        out[kv.key] = _value(v)
+    if _COMPILED:
+        # An AnyValue's fields as one tuple (one C call), indexed: compiled, each field read of a
+        # msgspec Struct is a generic attribute lookup (about 160 instructions), a tuple item a few.
+        # (Interpreted, the reads are cheaper than the call: the loop below.) _AnyValue's fields in
+        # order (tests/test_otlp_json_typed.py holds them): stringValue, intValue, boolValue,
+        # doubleValue, arrayValue, kvlistValue, bytesValue, stringValueStrindex.
+        for kv in kvs:
+            v = kv.value
+            if v is not UNSET:
+                t: Tuple[Any, ...] = _astuple(v)
+                x = t[0]
+                if x is not UNSET and t[1] is UNSET and t[2] is UNSET and t[3] is UNSET and t[4] is UNSET \
+                        and t[5] is UNSET and t[6] is UNSET and t[7] is UNSET:
+                    out[kv.key] = x
+                    continue
+            out[kv.key] = _value(v)
+    else:
+        for kv in kvs:
+            v = kv.value
+            if v is not UNSET:
+                x = v.stringValue
+                if x is not UNSET and v.intValue is UNSET and v.boolValue is UNSET and v.doubleValue is UNSET \
+                        and v.arrayValue is UNSET and v.kvlistValue is UNSET and v.bytesValue is UNSET \
+                        and v.stringValueStrindex is UNSET:
+                    out[kv.key] = x
+                    continue
+            out[kv.key] = _value(v)
     if len(out) != len(kvs):
         raise ValueError("a repeated attribute key")  # the careful path decides (json_decode.decode_attributes)
     return out
@@ -173,25 +195,52 @@ def _block(spans: List[_Span], resource: Dict[str, Any], scope: str, source: str
     last_raw = None
     last_trace = ""
     for s in spans:
-        parent: Optional[str] = s.parentSpanId or None  # UNSET and "" are false
-        if plain:
-            last_trace = s.traceId
-            sid = s.spanId
+        # The fields read below, as locals: compiled, from one tuple of the span's fields (see
+        # _attributes; the positions are json_structs._Span's, tests/test_otlp_json_typed.py holds
+        # them), interpreted, read one by one.
+        if _COMPILED:
+            f: Tuple[Any, ...] = _astuple(s)
+            trace_id = f[0]
+            span_id = f[1]
+            parent_id = f[2]
+            name = f[3]
+            kind = f[4]
+            start = f[5]
+            end = f[6]
+            attributes = f[7]
+            evs = f[8]
+            st = f[9]
+            da = f[13]
+            de = f[14]
         else:
-            raw = s.traceId
-            if raw != last_raw:
-                last_trace = _span_id(raw, 32, _ZERO_TRACE)
-                last_raw = raw
+            trace_id = s.traceId
+            span_id = s.spanId
+            parent_id = s.parentSpanId
+            name = s.name
+            kind = s.kind
+            start = s.startTimeUnixNano
+            end = s.endTimeUnixNano
+            attributes = s.attributes
+            evs = s.events
+            st = s.status
+            da = s.droppedAttributesCount
+            de = s.droppedEventsCount
+        parent: Optional[str] = parent_id or None  # UNSET and "" are false
+        if plain:
+            last_trace = trace_id
+            sid = span_id
+        else:
+            if trace_id != last_raw:
+                last_trace = _span_id(trace_id, 32, _ZERO_TRACE)
+                last_raw = trace_id
             parent = _span_id(parent, 16, _ZERO_SPAN) if parent else None
-            sid = _span_id(s.spanId, 16, _ZERO_SPAN)
-        st = s.status
+            sid = _span_id(span_id, 16, _ZERO_SPAN)
         if st is UNSET:
             code = 0
             message = ""
         else:
             code = 0 if st.code is UNSET else st.code
             message = "" if st.message is UNSET else st.message
-        evs = s.events
         event_drops = 0
         if evs:  # UNSET is false
             for e in evs:
@@ -210,23 +259,19 @@ def _block(spans: List[_Span], resource: Dict[str, Any], scope: str, source: str
         rec.trace_id = last_trace
         rec.span_id = sid
         rec.parent_span_id = parent
-        rec.name = "" if s.name is UNSET else s.name
-        rec.kind = 0 if s.kind is UNSET else s.kind
-        t = s.startTimeUnixNano  # _int(t), without a call per span
-        rec.start_ns = 0 if t is UNSET else int(t)
-        t = s.endTimeUnixNano
-        rec.end_ns = 0 if t is UNSET else int(t)
+        rec.name = "" if name is UNSET else name
+        rec.kind = 0 if kind is UNSET else kind
+        rec.start_ns = 0 if start is UNSET else int(start)  # _int(start), without a call per span
+        rec.end_ns = 0 if end is UNSET else int(end)
         if (rec.start_ns | rec.end_ns) >> 64:  # either negative or past fixed64: the careful path names it
             raise ValueError("time out of range")
-        rec.attributes = _attributes(s.attributes) if s.attributes is not UNSET else {}
+        rec.attributes = _attributes(attributes) if attributes is not UNSET else {}
         rec.status_code = code
         rec.status_message = message
         rec.events = events
         rec.resource = resource
         rec.scope = scope
         rec.source = source
-        da = s.droppedAttributesCount
-        de = s.droppedEventsCount
         rec.dropped = (0 if da is UNSET and de is UNSET else _dropped(da, de)) + event_drops
         append(rec)
 
