@@ -100,6 +100,10 @@ def build(venv: Path) -> None:
                     "__pycache__", "*.pyc", "*.so", "*.pyd", "*.egg-info"))
             elif p.exists():
                 shutil.copy2(p, Path(tmp) / name)
+        if not venv.name.endswith("-" + key()):
+            # Named when the run started, copied after it waited for the lock (another build) and for
+            # pip: a source edited meanwhile would be compiled into a venv whose name says otherwise.
+            raise SystemExit("compiled_venv: the sources changed while the build waited; run it again")
         env = dict(os.environ, SPANASSERT_COMPILE="1")
         env.pop("SPANASSERT_PURE", None)
         subprocess.run([*pip, "--no-build-isolation", f"{tmp}[test]"], check=True, env=env, cwd=tmp)
