@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Final, List, Optional, Tuple, Union
 
 from ..core.model import CONTENT_OK, CONTENT_UNPARSABLE, EpisodeView, Failure, Outcome, ToolCall
-from ..core.toolcall import AMBIGUOUS_ARGUMENTS, AMBIGUOUS_RESULT
+from ..core.toolcall import AMBIGUOUS_ARGUMENT_SOURCES, AMBIGUOUS_ARGUMENTS, AMBIGUOUS_RESULT, AMBIGUOUS_RESULT_SOURCES
 from .base import NEED_ARGUMENTS, NEED_FINAL_OUTPUT, NEED_RESULT, Assertion, BuildContext, Field
 from .call_checks import RareFactsHolder, call_ref, settled
 from .detectors import DETECTOR_NAMES, Scanner, expand, scan, scanner
@@ -288,7 +288,7 @@ class NoSensitiveDataAssertion(Assertion):
             else:
                 cleared = None
         if self.scan_args:
-            if cleared is not None and call.args_at_start:
+            if cleared is not None and call.args_at_start and not call.ambiguous & AMBIGUOUS_ARGUMENT_SOURCES:
                 # The same arguments, scanned at start: counted as the scan at the end would.
                 if cleared:
                     state.scanned += 1
@@ -330,9 +330,25 @@ class NoSensitiveDataAssertion(Assertion):
             # A key repeated with different values: the values the decoding dropped are in the text.
             found = scan(recorded, self.names)
             hit, complete = ((found, "$ (a repeated key's other value)") if found else None), False
+        if hit is None and call.ambiguous:
+            hit, complete = self._in_other_sources(call, part, complete)
         if memo is not None and key is not None:
             memo[key] = (recorded, hit, complete)
         return hit, complete
+
+    def _in_other_sources(self, call: ToolCall, part: str, complete: bool) -> Tuple[Optional[Tuple[str, str]], bool]:
+        """A finding in what the span's other sources of ``part`` say, when one says something else
+        than the content scanned (``ToolCall.other_texts``); none found: ``complete`` or, when
+        there is such a source, False (its decoded value was not walked)."""
+        bit = AMBIGUOUS_ARGUMENT_SOURCES if part == "arguments" else AMBIGUOUS_RESULT_SOURCES
+        if not call.ambiguous & bit:
+            return None, complete
+        for source, text in call.other_texts(bit):
+            if len(text) <= MAX_MATCH_CHARS:
+                found = scan(text, self.names)
+                if found:
+                    return (found, f"$ (its other source, {source})"), False
+        return None, False
 
     def _scan(self, state: SensitiveState, call: ToolCall, part: str, content_state: str, value: Any,
               raw_text: Optional[str], cut: bool = False, recorded: Any = None) -> Optional[Failure]:
@@ -347,6 +363,8 @@ class NoSensitiveDataAssertion(Assertion):
             hit, complete = ((found, "$ (unparsed text)") if found else None), False
         else:
             hit, complete = None, False
+        if hit is None and call.ambiguous and content_state != CONTENT_OK:
+            hit, complete = self._in_other_sources(call, part, complete)
         if hit is not None:
             return self._found(state, call, part, hit)
         if complete:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Final, List, Mapping, Optional, Sequence, Tuple
 
 from ..assertions.base import NEED_ARGUMENTS
+from ..mapping.mapper import Others
 from ..mapping.usage import step_usage
 from .episode import (
     MAX_TOOL_DEFINITIONS,
@@ -35,7 +36,7 @@ from .model import (
 )
 from .plan import Slot, ToolPlan
 from .results import Violation
-from .toolcall import AMBIGUOUS_ARGUMENTS, AMBIGUOUS_RESULT
+from .toolcall import AMBIGUOUS_ARGUMENT_SOURCES, AMBIGUOUS_ARGUMENTS, AMBIGUOUS_RESULT
 from .verdicts import violation_of
 
 MAX_TOOL_NAMES: Final = 4096  # distinct tool names the engine keeps one string of (names come from spans)
@@ -49,6 +50,14 @@ def _same_content(a: Any, b: Any) -> bool:
     va, sa = decode_content(a)
     vb, sb = decode_content(b)
     return sa == CONTENT_OK and sb == CONTENT_OK and va == vb
+
+
+def _bounded(others: Tuple[Tuple[str, Any], ...], limit: int) -> Tuple[Tuple[str, Any], ...]:
+    """Other sources of a call's content (``Mapper.call_end``) with each text cut to ``limit``, as a
+    result is: one cut short decodes to nothing, and disagrees (never compared or scanned whole)."""
+    if all(type(v) is not str or len(v) <= limit for _, v in others):
+        return others
+    return tuple((k, v[:limit] if type(v) is str and len(v) > limit else v) for k, v in others)
 
 
 def _reuse_precheck(prechecked: Dict[str, Dict[str, ToolCall]], call: ToolCall) -> None:
@@ -132,6 +141,7 @@ class CallsAndSteps(EpisodeLifecycle):
         tp = plan.tool_plans.get(tool)
         if tp is None:
             tp = plan.tool_plan(tool)
+        others: Others = None
         if not (tp.needs_args and tp.start):
             args_raw = None
         else:
@@ -140,7 +150,7 @@ class CallsAndSteps(EpisodeLifecycle):
                 # the tool runs): argument rules decide now, before the tool body. Replay and serve
                 # feed the finished span, so they decide on the same value at the same position.
                 # (A guard's pending call gives them as ``args_raw``.)
-                args_raw = self.mapper.arguments_raw(attributes)
+                args_raw, others = self.mapper.arguments_read(attributes)
             if args_raw is not None and type(args_raw) is str and len(args_raw) > self.max_arg_bytes:
                 args_raw = None  # too large: the end reports it as unreadable
         call = ToolCall(tool, span_id, trace_id, parent_id, start_ns, view.call_count, agent, call_id, args_raw)
@@ -149,6 +159,8 @@ class CallsAndSteps(EpisodeLifecycle):
             call.params = ep.tool_params.get(tool)  # before anything decodes the arguments
         if args_raw is not None:
             call.args_at_start = True
+            if others is not None:
+                call.set_others(AMBIGUOUS_ARGUMENT_SOURCES, _bounded(others, self.max_arg_bytes))
         if self.prechecked:
             _reuse_precheck(self.prechecked, call)
         view.call_count += 1
@@ -330,9 +342,13 @@ class CallsAndSteps(EpisodeLifecycle):
         """Give a call its content (what the rules in ``tp`` read of it); returns why it is
         unreadable, if so. ``params``: the tool's parameter names as the episode knows them now."""
         unreadable: Optional[str] = None
-        args_raw, result_raw, error_type = self.mapper.call_end(
+        args_raw, result_raw, error_type, args_others, result_others = self.mapper.call_end(
             attributes, events, status_code, tp.needs_args, tp.needs_result)
         limit = self.max_arg_bytes
+        if args_others is not None:
+            args_others = _bounded(args_others, limit)
+        if result_others is not None:
+            result_others = _bounded(result_others, limit)
         too_large = False
         if args_raw is not None and type(args_raw) is str and len(args_raw) > limit:
             args_raw = None
@@ -342,7 +358,8 @@ class CallsAndSteps(EpisodeLifecycle):
         if cut:
             result_raw = result_raw[:limit]
             self.truncated_results += 1
-        call.finish(end_ns, call_status(status_code, error_type), error_type, args_raw, result_raw)
+        call.finish(end_ns, call_status(status_code, error_type), error_type, args_raw, result_raw, args_others,
+                    result_others)
         call.result_truncated = cut
         if self.prechecked and call.tool_plan is not None:  # an episode's call (not the early check's own)
             _reuse_precheck(self.prechecked, call)

@@ -122,9 +122,62 @@ def decode_content(raw: Any) -> Tuple[Any, str]:
     return raw, CONTENT_OK
 
 
-# ToolCall.ambiguous bits: recorded JSON that repeats a key in an object with different values.
+# ToolCall.ambiguous bits: recorded JSON that repeats a key in an object with different values;
+# a span that records the content in two sources (two conventions' keys, or a key and span events)
+# that say different things.
 AMBIGUOUS_ARGUMENTS = 1
 AMBIGUOUS_RESULT = 2
+AMBIGUOUS_ARGUMENT_SOURCES = 4
+AMBIGUOUS_RESULT_SOURCES = 8
+# Every bit that puts a call's arguments (result) in doubt.
+ARGUMENTS_IN_DOUBT: Final = AMBIGUOUS_ARGUMENTS | AMBIGUOUS_ARGUMENT_SOURCES
+RESULT_IN_DOUBT: Final = AMBIGUOUS_RESULT | AMBIGUOUS_RESULT_SOURCES
+
+
+def _as_written(value: Any) -> Optional[str]:
+    """A decoded value as JSON writes it (``1`` and ``1.0``, ``true`` and ``1`` differ, key order
+    does not); None when it cannot be written."""
+    try:
+        return json.dumps(value, sort_keys=True, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def sources_disagree(raw: Any, others: Tuple[Tuple[str, Any], ...]) -> bool:
+    """Whether another source of a call's content (``others``: (source, value as recorded), see
+    ``Mapper.call_end``) says something else than the first, ``raw``: it decodes to another value
+    as written (:func:`_as_written`), or only one of them decodes, or neither does and their texts
+    differ. Reached only when a span records the content twice, not as the same text."""
+    value, state = decode_content(raw)
+    written: Optional[str] = None
+    for _, other in others:
+        if other is raw or (type(other) is str and other == raw):
+            continue
+        other_value, other_state = decode_content(other)
+        if other_state != state:
+            return True
+        if state != CONTENT_OK:
+            if other != raw:
+                return True
+            continue
+        if other_value == value and type(other_value) is type(value):
+            if written is None:
+                written = _as_written(value)
+            if written is not None and written == _as_written(other_value):
+                continue
+        return True
+    return False
+
+
+def content_text(value: Any) -> Optional[str]:
+    """A recorded value as text (a structured one as JSON), for the detectors; None when absent."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def repeats_keys(text: str, value: Any) -> bool:
@@ -276,6 +329,8 @@ class ToolCall:
         "tool_plan",
         "memo",
         "ambiguous",
+        "_args_others",
+        "_result_others",
     )
 
     def __init__(
@@ -325,7 +380,12 @@ class ToolCall:
         self.memo: Optional[Dict[Any, Any]] = None
         # AMBIGUOUS_ARGUMENTS / AMBIGUOUS_RESULT: that content, as decoded, repeats a key with
         # different values (repeats_keys): rules judge the last value; a pass on it is no pass.
+        # AMBIGUOUS_ARGUMENT_SOURCES / AMBIGUOUS_RESULT_SOURCES: the span recorded that content
+        # in another source too (``_args_others``, ``_result_others``: see ``Mapper.call_end``),
+        # which says something else (sources_disagree): rules judge the first source.
         self.ambiguous = 0
+        self._args_others: Optional[Tuple[Tuple[str, Any], ...]] = None
+        self._result_others: Optional[Tuple[Tuple[str, Any], ...]] = None
 
     def finish(
         self,
@@ -334,21 +394,56 @@ class ToolCall:
         error_type: Optional[str] = None,
         arguments_raw: Any = None,
         result_raw: Any = None,
+        arguments_other: Optional[Tuple[Tuple[str, Any], ...]] = None,
+        result_other: Optional[Tuple[Tuple[str, Any], ...]] = None,
     ) -> None:
         """Record the content known at span end. Arguments seen at start are kept unless the end
-        carries them too."""
+        carries them too. ``arguments_other`` / ``result_other``: what other sources of the span
+        say of them (:meth:`set_others`)."""
         self.end_ns = end_ns
         self.status = status
         self.error_type = error_type
-        if arguments_raw is not None and not (self.args_at_start and (
-                arguments_raw is self._args_raw or arguments_raw == self._args_raw)):
-            self._args_raw = arguments_raw
-            self._args_state = None
-            self.args_at_start = False
+        if arguments_raw is not None:
+            if not (self.args_at_start and (arguments_raw is self._args_raw or arguments_raw == self._args_raw)):
+                self._args_raw = arguments_raw
+                self._args_state = None
+                self.args_at_start = False
+            if arguments_other is not None or self._args_others is not None:
+                self.set_others(AMBIGUOUS_ARGUMENT_SOURCES, arguments_other)
         self._result_raw = result_raw
         self._result_state = None
         self.result_truncated = False
+        if result_other is not None or self._result_others is not None:
+            self.set_others(AMBIGUOUS_RESULT_SOURCES, result_other)
         self.ended = True
+
+    def set_others(self, bit: int, others: Optional[Tuple[Tuple[str, Any], ...]]) -> None:
+        """What the span's other sources of its arguments (``bit``: AMBIGUOUS_ARGUMENT_SOURCES) or
+        result (AMBIGUOUS_RESULT_SOURCES) say; ``bit`` of ``ambiguous`` is set when one says
+        something else than the content judged (:func:`sources_disagree`), cleared otherwise."""
+        if bit == AMBIGUOUS_ARGUMENT_SOURCES:
+            self._args_others = others
+            raw = self._args_raw
+        else:
+            self._result_others = others
+            raw = self._result_raw
+        if others is not None and sources_disagree(raw, others):
+            self.ambiguous |= bit
+        elif self.ambiguous & bit:
+            self.ambiguous &= ~bit
+
+    def other_texts(self, bit: int) -> Tuple[Tuple[str, str], ...]:
+        """(source, text) of what the other sources of the arguments (``bit``: any bit of
+        ARGUMENTS_IN_DOUBT) or result say, as text: what the detectors scan too."""
+        others = self._args_others if bit & ARGUMENTS_IN_DOUBT else self._result_others
+        if not others:
+            return ()
+        out = []
+        for source, value in others:
+            text = content_text(value)
+            if text is not None:
+                out.append((source, text))
+        return tuple(out)
 
     # -- content, decoded on demand -------------------------------------------------------------
     def _decode_arguments(self) -> None:

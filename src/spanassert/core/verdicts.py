@@ -22,7 +22,7 @@ from .episode import (
 from .model import CloseReason, EpisodeView, Failure, Outcome, ToolCall, Verdict
 from .plan import Plan, Slot
 from .results import AssertionResult, EpisodeResult, Violation, episode_result
-from .toolcall import AMBIGUOUS_ARGUMENTS, AMBIGUOUS_RESULT
+from .toolcall import AMBIGUOUS_ARGUMENTS, AMBIGUOUS_RESULT, ARGUMENTS_IN_DOUBT, RESULT_IN_DOUBT
 
 # Enum members read once (reading one off its class costs a descriptor call each time).
 _PASSED, _FAILED, _NOT_APPLICABLE = Verdict.PASSED, Verdict.FAILED, Verdict.NOT_APPLICABLE
@@ -277,14 +277,19 @@ class Verdicts:
         ambiguous = view.ambiguous
         if ambiguous:
             read = None
-            if ambiguous & AMBIGUOUS_ARGUMENTS and NEED_ARGUMENTS in a.needs:
-                read = "arguments"
-            elif ambiguous & AMBIGUOUS_RESULT and NEED_RESULT in a.needs:
-                read = "result"
+            if ambiguous & ARGUMENTS_IN_DOUBT and NEED_ARGUMENTS in a.needs:
+                read, bits = "arguments", ambiguous & ARGUMENTS_IN_DOUBT
+            elif ambiguous & RESULT_IN_DOUBT and NEED_RESULT in a.needs:
+                read, bits = "result", ambiguous & RESULT_IN_DOUBT
             if read is not None:
+                if bits & (AMBIGUOUS_ARGUMENTS | AMBIGUOUS_RESULT):
+                    return Verdict.INCONCLUSIVE, (
+                        f"a tool call's recorded {read} repeat a JSON key with different values: the last one was "
+                        "judged, and a reader that takes another (the first, as some parsers do) could break this "
+                        "rule")
                 return Verdict.INCONCLUSIVE, (
-                    f"a tool call's recorded {read} repeat a JSON key with different values: the last one was "
-                    "judged, and a reader that takes another (the first, as some parsers do) could break this rule")
+                    f"a tool span recorded its {read} twice (under two conventions' keys, or a key and span "
+                    "events) with different values: the first was judged, and the other could break this rule")
         if view.calls_dropped and slot.content_needed:
             return Verdict.INCONCLUSIVE, f"{view.calls_dropped} in-flight call(s) were dropped (bound reached)"
         return Verdict.PASSED, message

@@ -78,7 +78,7 @@ from .conventions import (
 )
 
 # ``surely_other`` lives with the conventions; the live processor imports it from here.
-__all__ = ["Mapper", "lookup", "surely_other"]
+__all__ = ["EVENTS_SOURCE", "Mapper", "Others", "lookup", "surely_other"]
 
 def lookup(attributes: Mapping[str, Any]) -> Getter:
     """A ``get`` for the attribute mapping that does not raise internally on a missing key.
@@ -136,6 +136,21 @@ def _first_recorded(get: Getter, sources: Tuple[Tuple[str, Callable[[Any], Any]]
         if value is not None:
             return unwrap(value)
     return _NOT_RECORDED
+
+
+# What the other sources a span records its arguments or result in say, when one differs from the
+# first: ((attribute, or EVENTS_SOURCE for Strands' span events), value as recorded, wrapper
+# removed), ...). None (the common case): no other source, or each is the same text.
+Others = Optional[Tuple[Tuple[str, Any], ...]]
+EVENTS_SOURCE: Final = "span events"
+Sources = Tuple[Tuple[str, Callable[[Any], Any]], ...]
+# For each source, the sources after it.
+_LATER_ARGUMENT_SOURCES: Final = tuple(ARGUMENT_SOURCES[i + 1:] for i in range(len(ARGUMENT_SOURCES)))
+_LATER_RESULT_SOURCES: Final = tuple(RESULT_SOURCES[i + 1:] for i in range(len(RESULT_SOURCES)))
+# A span with none of these keys (and no events) records its arguments and its result in one
+# source at most each: the common case, told by one C-level test.
+_OTHER_ARGUMENT_KEYS: Final = frozenset(k for k, _ in ARGUMENT_SOURCES[1:])
+_OTHER_KEYS: Final = _OTHER_ARGUMENT_KEYS | frozenset(k for k, _ in RESULT_SOURCES[1:])
 
 
 class Mapper:
@@ -357,14 +372,92 @@ class Mapper:
         recorded ``exception`` event, else ``_OTHER`` for a span whose status is ERROR."""
         return self._error_type(lookup(attributes), status_code, events)
 
+    def arguments_read(self, attributes: Mapping[str, Any], events: Sequence[Any] = ()) -> Tuple[Any, Others]:
+        """``(arguments_raw, others)``: :meth:`arguments_raw`, and what the other sources the span
+        records its arguments in say when one is not the same text (:data:`Others`)."""
+        get: Getter
+        if type(attributes) is dict:
+            if not events and _OTHER_ARGUMENT_KEYS.isdisjoint(attributes):
+                return self._arguments_raw(attributes.get, events), None  # one source at most
+            get = attributes.get
+        else:
+            get = lookup(attributes)
+        return self._read(attributes, get, events, self._argument_rules, ARGUMENT_SOURCES, _LATER_ARGUMENT_SOURCES,
+                          self._strands_arguments, _LANGCHAIN_INPUT)
+
     def call_end(self, attributes: Mapping[str, Any], events: Sequence[Any], status_code: int,
-                 need_args: bool, need_result: bool) -> Tuple[Any, Any, Optional[str]]:
-        """``(arguments_raw, result_raw, error_type)`` of an ending tool span, read in one pass;
-        the arguments and result only when asked for (None otherwise)."""
-        get = attributes.get if type(attributes) is dict else lookup(attributes)
-        return (self._arguments_raw(get, events) if need_args else None,
-                self._result_raw(get, events) if need_result else None,
-                self._error_type(get, status_code, events))
+                 need_args: bool, need_result: bool) -> Tuple[Any, Any, Optional[str], Others, Others]:
+        """``(arguments_raw, result_raw, error_type, other arguments, other results)`` of an ending
+        tool span, read in one pass; the arguments and result (and their other sources, see
+        :meth:`arguments_read`) only when asked for (None otherwise)."""
+        get: Getter
+        if type(attributes) is dict:
+            get = attributes.get
+            if not events and _OTHER_KEYS.isdisjoint(attributes):
+                # One source at most of each (the common case): what _read would return.
+                return (self._arguments_raw(get, events) if need_args else None,
+                        self._result_raw(get, events) if need_result else None,
+                        self._error_type(get, status_code, events), None, None)
+        else:
+            get = lookup(attributes)
+        args: Any = None
+        args_others: Others = None
+        result: Any = None
+        result_others: Others = None
+        if need_args:
+            args, args_others = self._read(attributes, get, events, self._argument_rules, ARGUMENT_SOURCES,
+                                           _LATER_ARGUMENT_SOURCES, self._strands_arguments, _LANGCHAIN_INPUT)
+        if need_result:
+            result, result_others = self._read(attributes, get, events, self._result_rules, RESULT_SOURCES,
+                                               _LATER_RESULT_SOURCES, self._strands_result, _LANGCHAIN_OUTPUT)
+        return args, result, self._error_type(get, status_code, events), args_others, result_others
+
+    @staticmethod
+    def _read(attributes: Mapping[str, Any], get: Getter, events: Sequence[Any], rules: Tuple[Tuple[Any, str], ...],
+              sources: Sources, later: Tuple[Sources, ...], from_events: Callable[[Sequence[Any]], Any],
+              marker: str) -> Tuple[Any, Others]:
+        """:meth:`_recorded`, and what the sources after the one read (``later``: for each source,
+        the sources after it) and Strands' span events say when the span records the content there
+        too and it is not the same text (``ToolCall`` compares what they decode to; the same text
+        is the same content, whatever another convention's wrapper would make of it). A user's rule
+        that says where the content is decides alone: the user named the attribute that holds it."""
+        first: Any = _NOT_RECORDED
+        at = 0
+        if not rules:
+            value = get(sources[0][0])
+            if type(value) is str and marker not in value:
+                first = value  # what the first source's unwrap returns for a text that holds no wrapper
+        else:
+            for rule, key in rules:
+                if rule.matches_attributes(get):
+                    value = get(key)
+                    if value is not None:
+                        return content.plain(value), None
+        if first is _NOT_RECORDED:
+            for key, unwrap in sources:
+                value = get(key)
+                if value is not None:
+                    first = unwrap(value)
+                    break
+                at += 1
+            else:
+                return from_events(events), None
+        found: Others = None
+        plain_dict = type(attributes) is dict
+        for key, unwrap in later[at]:
+            if plain_dict and key not in attributes:
+                continue  # absent: no call
+            value = get(key)
+            if value is None or value is first or (type(value) is str and value == first):
+                continue
+            value = unwrap(value)
+            if value is not None and value is not first and not (type(value) is str and value == first):
+                found = (found or ()) + ((key, value),)
+        if events:
+            value = from_events(events)
+            if value is not None and value is not first and not (type(value) is str and value == first):
+                found = (found or ()) + ((EVENTS_SOURCE, value),)
+        return first, found
 
     def _error_type(self, get: Getter, status_code: int, events: Iterable[Any]) -> Optional[str]:
         declared = get(ERROR_TYPE)
