@@ -24,6 +24,7 @@ from serve_harness import FAULT_ENV
 from spanassert import Trace, check
 from spanassert.config import load_config
 from spanassert.otlp.reader import read_spans
+from spanassert.otlp.shard import shard_of
 from spanassert.replay import replay
 
 HARNESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serve_harness.py")
@@ -135,3 +136,36 @@ def test_a_rule_that_raises_is_contained_to_its_trace_in_every_door(fault: str, 
         assert runs["run1"]["no-delete"] == "failed", (door, runs["run1"])
         assert runs["run1"]["faulty"] == "inconclusive", (door, runs["run1"])
     assert errors == {"replay": 1, "serve": 1, "replay CLI": 1}, errors
+
+
+@pytest.mark.parametrize("fault", ["error", "close"])
+def test_replay_in_two_processes_counts_every_workers_rule_fault(fault: str, monkeypatch: Any) -> None:
+    """``replay --jobs 2``: the traces are judged in two worker processes; a rule fault in either is
+    contained to its trace as with one process, the workers' internal errors add up in the summary,
+    and the exit code is 2 (an internal error: never 0, whatever failed)."""
+    add_rule_types(monkeypatch)
+    text = _rules(fault)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "t.jsonl")
+        for attempt in range(50):  # random trace ids: until the faulty trace's shard is not every trace's
+            if os.path.exists(path):
+                os.remove(path)
+            live_run(load_config(text), _play, path)
+            one = replay(load_config(text), [path])
+            shards = {ep.agent: shard_of(ep.trace_id, 2) for ep in one.episodes}
+            if len(set(shards.values())) == 2:
+                break
+        assert len(set(shards.values())) == 2, shards
+        rules = os.path.join(d, "rules.yaml")
+        with open(rules, "w", encoding="utf-8") as f:
+            f.write(text)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SPANASSERT_")}
+        env[FAULT_ENV] = "1"
+        cli = subprocess.run([sys.executable, HARNESS, "replay", "--jobs", "2", "--format", "json",
+                              "--config", rules, path], capture_output=True, text=True, timeout=120, env=env)
+    assert cli.returncode == 2, (cli.returncode, cli.stderr)
+    doc = json.loads(cli.stdout)
+    # Each shard's faults counted once: 4 closes that raise over both workers, or the one trace's.
+    assert doc["summary"]["internal_errors"] == one.internal_errors == (4 if fault == "close" else 1)
+    assert _by_run(doc["episodes"]) == _by_run(one.episodes)
+    assert "internal error" in cli.stderr
