@@ -194,3 +194,26 @@ def test_the_mapper_reads_every_source_and_the_call_compares_them() -> None:
     # A key written twice in the first source and another source that agrees with it: still ambiguous.
     both = _read({GA: '{"amount": 5000, "amount": 5}', OI_IN: _amount(5)})
     assert both.arguments == {"amount": 5} and both.ambiguous & AMBIGUOUS_ARGUMENTS
+
+
+def test_trace_called_does_not_answer_on_arguments_in_doubt() -> None:
+    """``Trace.called`` (the pytest helpers' query): never a false answer either way. A call whose
+    arguments are in doubt (recorded twice with different values, or a JSON key repeated) matches
+    nothing and makes a no-match undecidable; a call whose sources agree answers as before."""
+    from spanassert import Trace, Undecidable
+
+    for attrs in ({GA: _amount(5), OI_IN: _amount(5000)}, {GA: '{"amount": 5000, "amount": 5}'}):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "t.jsonl")
+            config = load_config("version: 1\ntests:\n  - id: t\n    assertions: [{type: trace_max_tool_calls, max: 9}]\n")
+            live_run(config, lambda tracer: _play(tracer, [_call("send", attrs)]), path)
+            trace = Trace.from_file(path)
+        for amount in (5, 5000, 7):
+            with pytest.raises(Undecidable, match="twice|repeat a JSON key"):
+                trace.called("send", amount=amount)
+        assert trace.called("send")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "t.jsonl")
+        live_run(config, lambda tracer: _play(tracer, [_call("send", {GA: _amount(5), OI_IN: '{"amount":5}'})]), path)
+        trace = Trace.from_file(path)
+    assert trace.called("send", amount=5) and not trace.called("send", amount=5000)

@@ -21,6 +21,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 from .core.assembly import live_order
 from .core.model import MISSING, SpanEvent, SpanRecord, ToolCall, call_status
 from .core.spans import dropped_count
+from .core.toolcall import AMBIGUOUS_ARGUMENTS, ARGUMENTS_IN_DOUBT
 from .mapping import ROLE_AGENT, ROLE_STEP, ROLE_TOOL, Mapper
 from .trace_check import (
     EXPECTATION_KEYS,
@@ -118,10 +119,9 @@ class Trace:
                 hops += 1
             c = ToolCall(name, span_id=r.span_id, trace_id=r.trace_id, parent_span_id=r.parent_span_id,
                          start_ns=r.start_ns, index=len(calls), agent=agent, call_id=m.call_id(r.attributes))
-            err = m.error_type(r.attributes, r.status_code, r.events)
-            c.finish(end_ns=r.end_ns, status=call_status(r.status_code, err), error_type=err,
-                     arguments_raw=m.arguments_raw(r.attributes, r.events),
-                     result_raw=m.result_raw(r.attributes, r.events))
+            args, result, err, args_other, result_other = m.call_end(r.attributes, r.events, r.status_code, True, True)
+            c.finish(end_ns=r.end_ns, status=call_status(r.status_code, err), error_type=err, arguments_raw=args,
+                     result_raw=result, arguments_other=args_other, result_other=result_other)
             calls.append(c)
             open_calls[r.span_id] = c
         return calls
@@ -132,20 +132,28 @@ class Trace:
 
         Never a false answer either way: when no call matched but a call of ``tool`` has arguments
         that cannot be read as named arguments (not recorded, unparsable, or a bare value that could
-        not be bound to the tool's parameter), it raises :class:`Undecidable`, since that call may
-        be the one asked about (``assert not trace.called(...)`` must not pass on it)."""
+        not be bound to the tool's parameter) or that are in doubt (a JSON key repeated with
+        different values, or recorded twice with different values: no match rests on them), it
+        raises :class:`Undecidable`, since that call may be the one asked about (``assert not
+        trace.called(...)`` must not pass on it)."""
         unknown: Optional[ToolCall] = None
+        problem = ""
         for c in self.calls_to(tool):
             if not arguments:
                 return True
-            if c.arguments_named:
+            if c.arguments_named and not c.ambiguous & ARGUMENTS_IN_DOUBT:
                 if self._args_equal(c, arguments):
                     return True
             elif unknown is None:
                 unknown = c
+                # Arguments in doubt (read one way, recorded another too): no answer rests on them.
+                repeated = c.ambiguous & AMBIGUOUS_ARGUMENTS
+                problem = c.arguments_problem or (
+                    "its recorded arguments repeat a JSON key with different values" if repeated
+                    else "its span records its arguments twice, with different values")
         if unknown is not None:
             raise Undecidable(f"whether `{tool}` was called with {arguments!r} cannot be decided: call #"
-                              f"{unknown.index + 1} (span {unknown.span_id}): {unknown.arguments_problem}")
+                              f"{unknown.index + 1} (span {unknown.span_id}): {problem}")
         return False
 
     def calls_to(self, tool: str) -> List[ToolCall]:

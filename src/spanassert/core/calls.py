@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Final, List, Mapping, Optional, Sequence, Tuple
 
-from ..assertions.base import NEED_ARGUMENTS
+from ..assertions.base import NEED_ARGUMENTS, call_ref
 from ..mapping.mapper import Others
 from ..mapping.usage import step_usage
 from .episode import (
@@ -36,7 +36,7 @@ from .model import (
 )
 from .plan import Slot, ToolPlan
 from .results import Violation
-from .toolcall import AMBIGUOUS_ARGUMENT_SOURCES, AMBIGUOUS_ARGUMENTS, AMBIGUOUS_RESULT
+from .toolcall import AMBIGUOUS_ARGUMENT_SOURCES, AMBIGUOUS_ARGUMENTS, AMBIGUOUS_RESULT, ARGUMENTS_IN_DOUBT
 from .verdicts import violation_of
 
 MAX_TOOL_NAMES: Final = 4096  # distinct tool names the engine keeps one string of (names come from spans)
@@ -223,7 +223,7 @@ class CallsAndSteps(EpisodeLifecycle):
                     if v is not None:
                         v.at_start = True
                         out.append(v)
-        return out
+        return out + self._blocks_in_doubt(ep, probe, out)
 
     def _blocks_again(self, ep: Episode, call: ToolCall) -> List[Violation]:
         """For a guard deciding ``call`` (just started): the tests with ``action: block`` that failed
@@ -253,6 +253,43 @@ class CallsAndSteps(EpisodeLifecycle):
                     ep.marks = {}
                 ep.marks.setdefault(call.span_id, []).append(v)
                 out.append(v)
+        return out
+
+    def _blocks_in_doubt(self, ep: Episode, call: ToolCall, found: List[Violation]) -> List[Violation]:
+        """For a guard deciding ``call``: when its arguments are in doubt (a JSON key repeated with
+        different values, or the span's sources of them disagree: ARGUMENTS_IN_DOUBT), the tests
+        with ``action: block`` that read its arguments at its start and have not failed on it
+        (``found``): the rule judged one reading, and the tool may act on another, so the guard
+        fails closed. As :meth:`_blocks_again`, their violations go on the call's span (a guard
+        labels them `blocked`) but not to the sink: the rule did not fail (its verdict is
+        ``inconclusive``)."""
+        if not call.ambiguous & ARGUMENTS_IN_DOUBT and (call._args_raw is None or call._args_state is not None):
+            return []  # no arguments, or decoded with no doubt (the common case: a cheap answer)
+        plan = ep.plan
+        slots = [plan.slots[i] for i, _ in plan.tool_plan(call.name).start]
+        slots = [slot for slot in slots
+                 if slot.test.action == "block" and NEED_ARGUMENTS in slot.assertion.needs]
+        if not slots:
+            return []
+        # (Reading the state decodes the arguments if no rule did: what sets the repeated-key bit.)
+        doubt = call.ambiguous & ARGUMENTS_IN_DOUBT if call.arguments_state else 0
+        if not doubt:
+            return []
+        why = ("the call's arguments repeat a JSON key with different values" if doubt & AMBIGUOUS_ARGUMENTS
+               else "the call's span records its arguments twice, with different values")
+        why += (": the rule judged one reading, and the tool may act on another; a guard fails closed "
+                f"({call_ref(call)})")
+        failed = {(v.test_id, v.assertion_index) for v in found}
+        out: List[Violation] = []
+        for slot in slots:
+            if (slot.test.id, slot.assertion.index) in failed:
+                continue  # it failed on the value read: that failure blocks
+            v = violation_of(ep, slot, why, call.span_id, call.name, call.index)
+            v.at_start = True
+            if ep.marks is None:
+                ep.marks = {}
+            ep.marks.setdefault(call.span_id, []).append(v)
+            out.append(v)
         return out
 
     def _adopt_pending(self, ep: Episode, tool: str, call_id: Optional[str], span_id: str,

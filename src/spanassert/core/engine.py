@@ -398,6 +398,7 @@ class Engine(EarlyCheck):
             call = self._start_call(ep, tool, trace_id, key, parent_id, start_ns, agent, call_id, args_raw=args_raw)
         finally:
             self._capture = None
+        found.extend(self._blocks_in_doubt(ep, call, found))
         found.extend(self._blocks_again(ep, call))
         if len(pending) >= self.max_in_flight:
             pending.pop(next(iter(pending)))  # bounded like open_calls (whose bound dropped it there too)
@@ -413,10 +414,10 @@ class Engine(EarlyCheck):
         found: List[Violation] = []
         self._capture, self._dry = found, True
         try:
-            self._start_call(ep, tool, trace_id, key, None, start_ns, agent, call_id, args_raw=args_raw)
+            call = self._start_call(ep, tool, trace_id, key, None, start_ns, agent, call_id, args_raw=args_raw)
         finally:
             self._capture, self._dry = None, False
-        return key, found
+        return key, found + self._blocks_in_doubt(ep, call, found)
 
     def started_call(self, trace_id: str, span_id: str, tool: str, args_raw: Any = None,
                      call_id: Optional[str] = None) -> Optional[List[Violation]]:
@@ -434,6 +435,8 @@ class Engine(EarlyCheck):
         found = list(ep.marks.get(span_id, ())) if ep.marks else []
         if args_raw is not None and not call.args_at_start and not call.ended:
             found += self._judge_arguments(ep, call, args_raw)
+        else:
+            found += self._blocks_in_doubt(ep, call, found)
         return found + self._blocks_again(ep, call)
 
 
