@@ -118,3 +118,23 @@ def test_a_shadow_block_test_would_block(tmp_path: Path) -> None:
     with rig.tracer.start_as_current_span("invoke_agent helper", attributes=AGENT):
         d = rig.guard.check("refund", REPEATED, call_id="c0")
     assert d.allowed and d.would_block and [r.test_id for r in d.rules] == ["small-refunds"]
+
+
+def test_a_card_in_the_spans_other_source_is_found_at_its_start(tmp_path: Path) -> None:
+    """The detectors scan the other source at the call's start too: the guard's refusal names the
+    finding (not only the doubt)."""
+    rules = """\
+version: 1
+tests:
+  - id: no-cards
+    action: block
+    assertions: [{type: trace_no_sensitive_data, detectors: [credit_card]}]
+"""
+    rig = Rig(tmp_path, rules)
+    with rig.tracer.start_as_current_span("invoke_agent helper", attributes=AGENT):
+        with rig.tracer.start_as_current_span("execute_tool refund", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "refund", "gen_ai.tool.call.id": "c0",
+                "gen_ai.tool.call.arguments": json.dumps({"note": "hi"}),
+                "input.value": json.dumps({"note": "4111 1111 1111 1111"})}):
+            d = rig.guard.check("refund", None, call_id="c0")
+    assert d.blocked and "credit_card found" in d.message and "its other source, input.value" in d.message, d.message

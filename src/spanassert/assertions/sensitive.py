@@ -245,10 +245,12 @@ class NoSensitiveDataAssertion(Assertion):
         if not self.scan_args:
             return None
         complete: int
-        if (call.memo is None and not call.arguments_decoded and self.clears_whole is cleared_as_recorded
+        if (call.memo is None and not call.arguments_decoded and not call.ambiguous
+                and self.clears_whole is cleared_as_recorded
                 and cleared_as_recorded(call.arguments_text, self.scanner)):
             # No detector can find anything in the recorded text, nor in any key or leaf of what it
             # decodes to: nothing to report now, and no need to decode it on the agent's thread.
+            # (Not when another source of the span says something else: _find scans it now.)
             # Whether it parses and repeats no key (what makes the scan complete, as _find says)
             # is read at the end, which decodes the arguments anyway (see on_call_end).
             complete = _CLEARED_UNDECODED
