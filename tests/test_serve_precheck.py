@@ -133,3 +133,26 @@ def test_early_violations_are_exactly_the_order_free_ones_replay_reports() -> No
         replayed = {(v.test_id, v.assertion_index, v.span_id) for v in report.violations
                     if v.test_id in order_free_tests}
         assert early == replayed, episode
+
+
+def test_receiver_numbers_early_calls_by_start_among_those_arrived() -> None:
+    """A call's position in an early message: the calls of its trace received so far that started
+    before it (bisect), whether spans arrive in start order or not, ties and retried spans included."""
+    from bisect import bisect_left
+
+    from spanassert.serve.intake import Batch
+    from spanassert.serve.protocol import ServeOptions
+    from spanassert.serve.receiver import Receiver
+
+    rx = Receiver(load_config(RULES), ServeOptions(quiet=True))
+    early: List[Any] = []
+    rx.sink.early = early.append  # type: ignore[method-assign]
+    starts = [50, 10, 70, 10, 30, 90, 30, 5]
+    spans = [_tool(i + 1, "delete_database", start=s) for i, s in enumerate(starts)]
+    # in two requests, the second retrying one span of the first (not checked again)
+    rx._take(Batch(spans[:5], None), 0.0)
+    rx._take(Batch([spans[2]] + spans[5:], None), 0.0)
+    expected = [f"call #{bisect_left(sorted(starts[:i]), s) + 1} " for i, s in enumerate(starts)]
+    assert [v.span_id for v in early] == [r.span_id for r in spans]
+    assert all(e in v.message for e, v in zip(expected, early)), [v.message for v in early]
+    assert rx.buffered_spans == len(spans) and rx.duplicates == 1

@@ -13,7 +13,6 @@ from ..assertions.base import NEED_ARGUMENTS, NEED_FINAL_OUTPUT, NEED_RESULT, As
 from ..config.model import Config, TestCase
 
 _MAX_PATTERN_PLANS: Final = 4096  # tool names whose `tool_pattern` dispatch is remembered per plan
-_PRECHECK_KEY = ("\0precheck",)  # the early-check plan's key in Plans (no test id has a NUL)
 _UNDECIDED: Final = "\0undecided"  # in a plan's key in Plans: the ids after it are undecided
 
 
@@ -136,7 +135,7 @@ class Plans:
     """Every plan of one rules file, compiled on first use and kept (keyed by the ids of the tests
     it holds)."""
 
-    __slots__ = ("slots", "tests", "needs_match", "_plans", "full")
+    __slots__ = ("slots", "tests", "needs_match", "_plans", "full", "_precheck")
 
     def __init__(self, config: Config) -> None:
         self.slots: List[Slot] = []  # every trace assertion of the file, in file order
@@ -146,6 +145,9 @@ class Plans:
                 self.slots.append(Slot(len(self.slots), t, a))
         self.needs_match = any(t.match is not None for t in self.tests)
         self._plans: Dict[Tuple[str, ...], Plan] = {}
+        # The early-check plan, kept in a slot: asked for once per tool span that serve receives (a
+        # lookup by a tuple key hashes the tuple every time).
+        self._precheck: Optional[Plan] = None
         self.full = self.for_tests(tuple(t.id for t in self.tests))
 
     def for_tests(self, test_ids: Tuple[str, ...], undecided: Tuple[str, ...] = ()) -> Plan:
@@ -184,7 +186,7 @@ class Plans:
 
     def precheck(self) -> Plan:
         """The plan of the rules one finished tool span can fail on its own (see Engine.precheck)."""
-        plan = self._plans.get(_PRECHECK_KEY)
+        plan = self._precheck
         if plan is None:
             # Only rules whose failure at a call depends on that call alone, and only tests that
             # apply to every episode: a `match` may need the root span, which may not be here yet.
@@ -193,6 +195,5 @@ class Plans:
                 a = s.assertion
                 if a.order_free and not a.decides_on_close and s.test.match is None:
                     slots.append(Slot(len(slots), s.test, a))
-            plan = Plan(slots, [])
-            self._plans[_PRECHECK_KEY] = plan
+            plan = self._precheck = Plan(slots, [])
         return plan

@@ -20,7 +20,7 @@ import json
 import sys
 import threading
 import time
-from bisect import bisect_left, insort
+from bisect import bisect_left
 from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
 
 from ..config.model import Config
@@ -442,7 +442,7 @@ class Receiver:
 
     def _take(self, batch: Batch, now: float) -> None:
         engine = self.engine
-        role_of = engine.mapper.role
+        mapper = engine.mapper  # mapper.role(...) below: a native call (a bound method's goes through Python's)
         wire = batch.wire
         buffer = self.buffer
         pending = buffer.pending
@@ -455,49 +455,61 @@ class Receiver:
         by_id: Optional[Dict[Tuple[str, str], SpanRecord]] = None
         # Each field of a record and of self read once per span (neither is a native class: every
         # read is an attribute lookup; set only in __init__, except buffered_spans, which _feed changes).
-        for r in batch.records:
-            trace_id = r.trace_id
-            span_id = r.span_id
-            side = sides.get(trace_id)
-            if side is None:
-                side = sides[trace_id] = _TraceSide()
-            first = side.span_ids.get(span_id)
-            if first is None:
-                side.span_ids[span_id] = r
-            elif side.repeated(first, r):
-                self.duplicates += 1  # a retried request: the span is already here
-                continue
-            if precheck:
-                name = r.name
-                attributes = r.attributes
-                role = role_of(name, attributes)
-                if role == ROLE_TOOL:
-                    start_ns = r.start_ns
-                    starts = side.tool_starts
-                    index = bisect_left(starts, start_ns)
-                    insort(starts, start_ns)
-                    try:
-                        found = engine.precheck(trace_id, span_id, r.parent_span_id, name, attributes,
-                                                start_ns, r.end_ns, r.status_code, r.events, role=role,
-                                                index=index, keep=True)
-                        if found:
-                            # The agent (a metric attribute) is looked for only when there is something to report.
-                            if by_id is None:
-                                by_id = {(x.trace_id, x.span_id): x for x in batch.records}
-                            agent = _agent_in_batch(engine, r, by_id)
-                            for v in found:
-                                v.agent = agent
-                                self.sink.early(v)
-                    except Exception as exc:  # noqa: BLE001 - the assembled check judges it again
-                        self.sink.internal_error("serve_precheck", exc)
-            if forwarding:
-                side.wire[id(r)] = wire.get((trace_id, span_id)) if wire is not None and first is None else None
-            self.buffered_spans += 1
-            for trace in add_many((r,), now):  # add(), without a call per span
-                self._feed(trace)
-            p = pending.get(trace_id)
-            if p is not None and (len(p.records) >= max_spans or now - p.first_seen_at >= max_age):
-                self._release_early(trace_id)
+        # The spans buffered here are added to self.buffered_spans once, at the end (_feed subtracts
+        # what it releases meanwhile: the sum is the same; health() may read it mid-batch, as it could).
+        added = 0
+        try:
+            for r in batch.records:
+                trace_id = r.trace_id
+                span_id = r.span_id
+                side = sides.get(trace_id)
+                if side is None:
+                    side = sides[trace_id] = _TraceSide()
+                first = side.span_ids.get(span_id)
+                if first is None:
+                    side.span_ids[span_id] = r
+                elif side.repeated(first, r):
+                    self.duplicates += 1  # a retried request: the span is already here
+                    continue
+                if precheck:
+                    name = r.name
+                    attributes = r.attributes
+                    role = mapper.role(name, attributes)
+                    if role == ROLE_TOOL:
+                        start_ns = r.start_ns
+                        starts = side.tool_starts
+                        # bisect_left and insort, without their calls when the call starts after those
+                        # here (the common case: calls end, so arrive, in the order they start).
+                        if not starts or starts[-1] < start_ns:
+                            index = len(starts)
+                            starts.append(start_ns)
+                        else:
+                            index = bisect_left(starts, start_ns)
+                            starts.insert(index, start_ns)
+                        try:
+                            found = engine.precheck(trace_id, span_id, r.parent_span_id, name, attributes,
+                                                    start_ns, r.end_ns, r.status_code, r.events, role=role,
+                                                    index=index, keep=True)
+                            if found:
+                                # The agent (a metric attribute) is looked for only when there is something to report.
+                                if by_id is None:
+                                    by_id = {(x.trace_id, x.span_id): x for x in batch.records}
+                                agent = _agent_in_batch(engine, r, by_id)
+                                for v in found:
+                                    v.agent = agent
+                                    self.sink.early(v)
+                        except Exception as exc:  # noqa: BLE001 - the assembled check judges it again
+                            self.sink.internal_error("serve_precheck", exc)
+                if forwarding:
+                    side.wire[id(r)] = wire.get((trace_id, span_id)) if wire is not None and first is None else None
+                added += 1
+                for trace in add_many((r,), now):  # add(), without a call per span
+                    self._feed(trace)
+                p = pending.get(trace_id)
+                if p is not None and (len(p.records) >= max_spans or now - p.first_seen_at >= max_age):
+                    self._release_early(trace_id)
+        finally:
+            self.buffered_spans += added
         while self.buffered_spans > self.options.max_buffered_spans and pending:
             self._release_early(next(iter(pending)))  # the least recently active trace
 
