@@ -138,3 +138,22 @@ tests:
                 "input.value": json.dumps({"note": "4111 1111 1111 1111"})}):
             d = rig.guard.check("refund", None, call_id="c0")
     assert d.blocked and "credit_card found" in d.message and "its other source, input.value" in d.message, d.message
+
+
+def test_arguments_that_do_not_parse_are_refused_by_the_block_tests_that_read_them(tmp_path: Path) -> None:
+    """Truncated JSON no rule can read, and the tool may (a lenient parser repairs `{"amount": 5000`):
+    refused by the block tests whose rules read arguments, whatever the rule would say; the rule did
+    not fail (inconclusive). Arguments not given at all decide as before."""
+    rig = Rig(tmp_path, RULES, jsonl=True)
+    with rig.tracer.start_as_current_span("invoke_agent helper", attributes=AGENT):
+        d = rig.guard.check("refund", '{"amount": 5000', call_id="c0")
+        assert d.blocked and [r.test_id for r in d.rules] == ["small-refunds"], d.message
+        assert "could not be parsed" in d.message and "fails closed" in d.message
+        rig.guard.refusal_span("refund", '{"amount": 5000', d)
+        none = rig.guard.check("refund", None, call_id="c1")
+        assert none.allowed
+    rig.processor.shutdown()
+    assert sum(rig.counts("spanassert.violations").values()) == 0
+    assert _verdicts(rig)["small-refunds"] == "inconclusive"
+    replayed = replay(rig.config, [str(rig.jsonl)])
+    assert [e.verdict_signature() for e in replayed.episodes] == [e.verdict_signature() for e in rig.episodes]

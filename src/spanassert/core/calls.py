@@ -263,7 +263,7 @@ class CallsAndSteps(EpisodeLifecycle):
         fails closed. As :meth:`_blocks_again`, their violations go on the call's span (a guard
         labels them `blocked`) but not to the sink: the rule did not fail (its verdict is
         ``inconclusive``)."""
-        if not call.ambiguous & ARGUMENTS_IN_DOUBT and (call._args_raw is None or call._args_state is not None):
+        if not call.ambiguous & ARGUMENTS_IN_DOUBT and (call._args_raw is None or call._args_state == CONTENT_OK):
             return []  # no arguments, or decoded with no doubt (the common case: a cheap answer)
         plan = ep.plan
         slots = [plan.slots[i] for i, _ in plan.tool_plan(call.name).start]
@@ -272,13 +272,20 @@ class CallsAndSteps(EpisodeLifecycle):
         if not slots:
             return []
         # (Reading the state decodes the arguments if no rule did: what sets the repeated-key bit.)
-        doubt = call.ambiguous & ARGUMENTS_IN_DOUBT if call.arguments_state else 0
-        if not doubt:
+        state = call.arguments_state
+        doubt = call.ambiguous & ARGUMENTS_IN_DOUBT if state else 0
+        if state == CONTENT_UNPARSABLE:
+            # JSON that does not parse (truncated): the rule cannot read it, and the tool may (a lenient
+            # parser repairs `{"amount": 5000` to an amount of 5000).
+            why = ("the call's arguments were recorded but could not be parsed (truncated JSON?): no rule can "
+                   "read them, and the tool may; a guard fails closed")
+        elif not doubt:
             return []
-        why = ("the call's arguments repeat a JSON key with different values" if doubt & AMBIGUOUS_ARGUMENTS
-               else "the call's span records its arguments twice, with different values")
-        why += (": the rule judged one reading, and the tool may act on another; a guard fails closed "
-                f"({call_ref(call)})")
+        else:
+            why = ("the call's arguments repeat a JSON key with different values" if doubt & AMBIGUOUS_ARGUMENTS
+                   else "the call's span records its arguments twice, with different values")
+            why += ": the rule judged one reading, and the tool may act on another; a guard fails closed"
+        why += f" ({call_ref(call)})"
         failed = {(v.test_id, v.assertion_index) for v in found}
         out: List[Violation] = []
         for slot in slots:
