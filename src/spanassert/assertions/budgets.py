@@ -14,7 +14,7 @@ State: a few numbers.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Final, Optional, Tuple
+from typing import Any, Dict, Final, Optional
 
 from ..core.durations import format_seconds, parse_duration
 from ..core.model import EpisodeView, Failure, ModelStep, Outcome, ToolCall
@@ -90,7 +90,11 @@ class _StepBudget(Assertion):
     def new_state(self) -> BudgetState:
         return BudgetState()
 
-    def amount(self, step: ModelStep) -> Tuple[Optional[float], str]:
+    def amount(self, step: ModelStep) -> Optional[float]:
+        """What the step adds (None: unknown; :meth:`unknown_why` says why)."""
+        raise NotImplementedError
+
+    def unknown_why(self, step: ModelStep) -> str:
         raise NotImplementedError
 
     def fmt(self, amount: float) -> str:
@@ -98,11 +102,11 @@ class _StepBudget(Assertion):
 
     def on_step_end(self, state: BudgetState, step: ModelStep) -> Optional[Failure]:
         state.steps += 1
-        value, why = self.amount(step)
+        value = self.amount(step)
         if value is None:
             state.unknown += 1
             if state.unknown_note is None:
-                state.unknown_note = f"{_step_ref(step)}: {why}"
+                state.unknown_note = f"{_step_ref(step)}: {self.unknown_why(step)}"
             return None
         state.used += value
         if state.over or state.used <= self.max:
@@ -155,9 +159,17 @@ class MaxTokensAssertion(_StepBudget):
     def ineffective_reason(self) -> Optional[str]:
         return unreachable(self.max)
 
-    def amount(self, step: ModelStep) -> Tuple[Optional[float], str]:
+    def amount(self, step: ModelStep) -> Optional[float]:
         value = getattr(step, self.field)
-        return (None if value is None else _as_float(value)), f"no {self.kind} token count was recorded"
+        if value is None:
+            return None
+        try:
+            return float(value)  # _as_float, inlined (every step of every episode)
+        except OverflowError:
+            return math.inf
+
+    def unknown_why(self, step: ModelStep) -> str:
+        return f"no {self.kind} token count was recorded"
 
     def fmt(self, amount: float) -> str:
         return f"{amount:.0f}"  # (not int(): an infinite sum has no int)
@@ -226,15 +238,28 @@ class MaxCostAssertion(_StepBudget):
                 out = _larger(out, price)
         return out
 
-    def amount(self, step: ModelStep) -> Tuple[Optional[float], str]:
-        price = self.price_of(step)
+    def amount(self, step: ModelStep) -> Optional[float]:
+        model = step.model
+        price = self.prices.get(model) if model is not None else None  # price_of's first case, inlined
         if price is None:
-            return None, ("no model name was recorded" if step.model is None
-                          else f"no price for model `{step.model[:80]}` and no `default_price`")
-        if step.input_tokens is None or step.output_tokens is None:
-            return None, "input and output token counts were not both recorded"
-        cost = _as_float(step.input_tokens) * price["input"] + _as_float(step.output_tokens) * price["output"]
-        return cost / 1e6, ""
+            price = self.price_of(step)
+            if price is None:
+                return None
+        inputs = step.input_tokens
+        outputs = step.output_tokens
+        if inputs is None or outputs is None:
+            return None
+        try:  # _as_float of each count, inlined
+            cost = float(inputs) * price["input"] + float(outputs) * price["output"]
+        except OverflowError:
+            cost = _as_float(inputs) * price["input"] + _as_float(outputs) * price["output"]
+        return cost / 1e6
+
+    def unknown_why(self, step: ModelStep) -> str:
+        if self.price_of(step) is None:
+            return ("no model name was recorded" if step.model is None
+                    else f"no price for model `{step.model[:80]}` and no `default_price`")
+        return "input and output token counts were not both recorded"
 
     def fmt(self, amount: float) -> str:
         return f"{amount:.6g}"

@@ -450,7 +450,8 @@ class CallsAndSteps(EpisodeLifecycle):
     def _step_end(self, ep: Episode, span_id: str, attributes: Mapping[str, Any], late: bool = False,
                   out: Optional[List[Violation]] = None) -> None:
         """A model step ended: its usage goes to the rules that read it (``on_step_end``)."""
-        inner = ep.inner_usage.pop(span_id, None) if ep.inner_usage else None
+        more = ep.more  # ep.inner_usage, read without its property (every step's end)
+        inner = more.inner_usage.pop(span_id, None) if more is not None and more.inner_usage else None
         # The step's own number (from its start): later steps may have started since.
         number = ep.step_spans.get(span_id, ep.step_count) if ep.step_spans else ep.step_count
         step = step_usage(attributes, span_id, number, inner)

@@ -26,6 +26,10 @@ TOTAL_KEYS: Final[Tuple[str, ...]] = ("gen_ai.usage.total_tokens", "llm.usage.to
 MODEL_KEYS: Final[Tuple[str, ...]] = ("gen_ai.response.model", "gen_ai.request.model", "llm.response.model",
                                "llm.request.model", "llm.model_name")
 USAGE_KEYS: Final[Tuple[str, ...]] = INPUT_KEYS + OUTPUT_KEYS + TOTAL_KEYS
+# The keys of every convention but the OTel GenAI one (its three counts and two model names).
+_SECONDARY_KEYS: Final = frozenset(USAGE_KEYS + MODEL_KEYS) - {
+    "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.total_tokens",
+    "gen_ai.response.model", "gen_ai.request.model"}
 
 
 def _count(value: Any) -> Optional[int]:
@@ -74,6 +78,33 @@ def step_usage(attributes: Mapping[str, Any], span_id: Optional[str] = None, num
     a provider span folded into this step), else left unknown."""
     model: Optional[str] = None
     models: Tuple[str, ...] = ()
+    if _SECONDARY_KEYS.isdisjoint(attributes):
+        # The common case: only the OTel GenAI keys can be present (one per count, two model names),
+        # so each count is that key's value as _recorded reads a single key (get: an absent key and a
+        # present None are both unknown), and the names are the response's, then the request's.
+        get = attributes.get
+        v = get("gen_ai.response.model")
+        if isinstance(v, str) and v:
+            model = v
+            models = (v,)
+        v = get("gen_ai.request.model")
+        if isinstance(v, str) and v:
+            if model is None:
+                model = v
+                models = (v,)
+            elif v != model:
+                models = (model, v)
+        v = get("gen_ai.usage.input_tokens")
+        inputs = v if type(v) is int and v >= 0 else None if v is None else _count(v)
+        v = get("gen_ai.usage.output_tokens")
+        outputs = v if type(v) is int and v >= 0 else None if v is None else _count(v)
+        v = get("gen_ai.usage.total_tokens")
+        total = v if type(v) is int and v >= 0 else None if v is None else _count(v)
+        if fallback is not None or total is not None:
+            return _step(span_id, number, model, models, inputs, outputs, total, fallback)
+        step = ModelStep(span_id, number, model, inputs, outputs)  # _step's common case
+        step.models = models
+        return step
     for k in MODEL_KEYS:
         if k in attributes:
             v = attributes[k]
@@ -82,9 +113,13 @@ def step_usage(attributes: Mapping[str, Any], span_id: Optional[str] = None, num
                     model = v
                 if v not in models:
                     models += (v,)
-    inputs = _recorded(attributes, INPUT_KEYS)
-    outputs = _recorded(attributes, OUTPUT_KEYS)
-    total = _recorded(attributes, TOTAL_KEYS)
+    return _step(span_id, number, model, models, _recorded(attributes, INPUT_KEYS),
+                 _recorded(attributes, OUTPUT_KEYS), _recorded(attributes, TOTAL_KEYS), fallback)
+
+
+def _step(span_id: Optional[str], number: int, model: Optional[str], models: Tuple[str, ...],
+          inputs: Optional[int], outputs: Optional[int], total: Optional[int],
+          fallback: Optional[ModelStep]) -> ModelStep:
     if total is not None:
         # A recorded total below the input or output it was recorded with (or their sum) is not the
         # total: the largest figure the span gives is taken.
